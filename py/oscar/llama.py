@@ -1,0 +1,64 @@
+"""Load a GGUF model with an ``oscar2`` KV cache through llama-cpp-python.
+
+The bindings are llama-cpp-python 0.3.36 installed without its own llama.cpp;
+``LLAMA_CPP_LIB_PATH`` points them at our patched ``libllama`` in ``build/bin``
+(set here before the first import unless the caller already set it).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from . import paths
+from .quant import GGML_TYPE_OSCAR2
+
+#: KV cache type names accepted by ``load`` and the CLIs, with their ggml type ids
+KV_TYPES = {
+    "f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
+    "iq4_nl": 20, "bf16": 30, "oscar2": GGML_TYPE_OSCAR2,
+}
+
+
+def kv_type(name: str | int) -> int:
+    """ggml type id of a KV cache type given by name (``"oscar2"``) or id."""
+    if isinstance(name, int):
+        if name not in KV_TYPES.values():
+            raise ValueError(f"unknown KV cache type id {name}; known: {sorted(KV_TYPES.values())}")
+        return name
+    key = name.strip().lower()
+    if key not in KV_TYPES:
+        raise ValueError(f"unknown KV cache type '{name}'; known: {', '.join(KV_TYPES)}")
+    return KV_TYPES[key]
+
+
+def bindings():
+    """The ``llama_cpp`` module, loaded on our patched libllama."""
+    os.environ.setdefault("LLAMA_CPP_LIB_PATH", str(paths.BUILD_BIN))
+    lib = Path(os.environ["LLAMA_CPP_LIB_PATH"])
+    if not any(lib.glob("libllama.*")):
+        raise FileNotFoundError(f"no libllama in {lib}: run `make build` first (or set LLAMA_CPP_LIB_PATH)")
+    import llama_cpp  # noqa: PLC0415 (deferred: loading the library is the point)
+    return llama_cpp
+
+
+def load(model: str | os.PathLike, kv: str = "oscar2", *, kv_k: str | None = None, kv_v: str | None = None,
+         n_ctx: int = 4096, n_threads: int | None = None, verbose: bool = False, **kwargs: Any):
+    """Open ``model`` (a GGUF path) with the KV cache stored as ``kv``.
+
+    kv sets both K and V; ``kv_k``/``kv_v`` override one side (mixed pairs such as
+    K ``q8_0`` and V ``oscar2``). Flash attention is on: the ``oscar2`` cache is read
+    only by the flash-attention kernels. Other keyword arguments go to
+    ``llama_cpp.Llama``. Returns the ``llama_cpp.Llama`` object.
+    """
+    path = Path(model)
+    if not path.is_file():
+        raise FileNotFoundError(f"model file {path} does not exist (scripts/fetch-models.sh fetches the demo model)")
+    llama_cpp = bindings()
+    type_k = kv_type(kv_k or kv)
+    type_v = kv_type(kv_v or kv)
+    kwargs.setdefault("flash_attn", True)
+    if not kwargs["flash_attn"] and GGML_TYPE_OSCAR2 in (type_k, type_v):
+        raise ValueError("the oscar2 KV cache needs flash attention: leave flash_attn=True")
+    return llama_cpp.Llama(model_path=str(path), type_k=type_k, type_v=type_v, n_ctx=n_ctx,
+                           n_threads=n_threads, verbose=verbose, **kwargs)

@@ -1,0 +1,82 @@
+"""Bit-exact numpy reference of the ``oscar2`` KV-cache type.
+
+A block holds ``QK = 64`` consecutive values of one row (one attention head of 64,
+or a 64-wide part of a larger head) as 2-bit codes ``c`` with an f16 step ``d`` and
+an f16 minimum ``m``: ``x ~= m + c*d``. 20 bytes per 64 values, 2.5 bits per value.
+
+Byte layout of one block: ``d`` (f16, little endian), ``m`` (f16), then 16 bytes
+``qs`` where the code of element ``j + 16*k`` (``j < 16``, ``k < 4``) is in bits
+``2k..2k+1`` of ``qs[j]``.
+
+The quantiser follows ggml's ``quantize_row_oscar2_ref`` step by step in float32,
+so both produce the same bytes (tests/test_oscar2_quant.py checks this).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+QK = 64
+BLOCK_BYTES = 20
+BITS_PER_VALUE = 8 * BLOCK_BYTES / QK  # 2.5
+F16_MAX = np.float32(65504.0)
+
+#: ggml type id of ``oscar2`` in our fork (after upstream's last id, q2_0 = 42)
+GGML_TYPE_OSCAR2 = 43
+
+
+def quantize(x: np.ndarray) -> np.ndarray:
+    """Quantise float32 values to ``oscar2`` blocks.
+
+    x: any shape whose size is a multiple of 64, flattened in C order.
+    Returns a uint8 array of shape ``[x.size // 64, 20]`` (one row per block).
+    """
+    x = np.asarray(x, dtype=np.float32).reshape(-1)
+    if x.size % QK:
+        raise ValueError(f"oscar2 needs a multiple of {QK} values, got {x.size}")
+    xb = np.clip(x.reshape(-1, QK), -F16_MAX, F16_MAX)  # NaN stays NaN
+    with np.errstate(invalid="ignore"):
+        mn = np.nanmin(np.where(np.isnan(xb), np.float32(np.inf), xb), axis=1)
+        mx = np.nanmax(np.where(np.isnan(xb), np.float32(-np.inf), xb), axis=1)
+    all_nan = mn > mx
+    mn[all_nan] = 0
+    mx[all_nan] = 0
+    d = (mx - mn) / np.float32(3.0)
+    d16 = d.astype(np.float16)
+    m16 = mn.astype(np.float16)
+    df = d16.astype(np.float32)
+    mf = m16.astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(df > 0, np.float32(1.0) / np.where(df > 0, df, np.float32(1)), np.float32(0))
+    v = (xb - mf[:, None]) * idv[:, None].astype(np.float32)
+    v = np.where(v > 0, v, np.float32(0))  # NaN -> 0, like the C code
+    v = np.where(v < 3, v, np.float32(3))
+    codes = np.rint(v).astype(np.uint8)  # round half to even, as ggml's nearest_int
+    qs = (codes[:, 0:16] | (codes[:, 16:32] << 2) | (codes[:, 32:48] << 4) | (codes[:, 48:64] << 6)).astype(np.uint8)
+    out = np.empty((xb.shape[0], BLOCK_BYTES), dtype=np.uint8)
+    out[:, 0:2] = d16.view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = m16.view(np.uint8).reshape(-1, 2)
+    out[:, 4:] = qs
+    return out
+
+
+def codes(blocks: np.ndarray) -> np.ndarray:
+    """2-bit codes of ``blocks`` ([n, 20] uint8) as an [n, 64] uint8 array."""
+    qs = np.asarray(blocks, dtype=np.uint8).reshape(-1, BLOCK_BYTES)[:, 4:]
+    return np.concatenate([(qs >> (2 * k)) & 3 for k in range(4)], axis=1)
+
+
+def dequantize(blocks: np.ndarray) -> np.ndarray:
+    """Values of ``blocks`` ([n, 20] uint8) as a flat float32 array of n*64 values.
+
+    Computes ``m + d*c`` in float32 like ggml's ``dequantize_row_oscar2`` (exact:
+    d and m are f16, so d*c and the sum round only once)."""
+    b = np.ascontiguousarray(np.asarray(blocks, dtype=np.uint8).reshape(-1, BLOCK_BYTES))
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
+    m = b[:, 2:4].copy().view(np.float16).astype(np.float32)
+    return (m + d * codes(b).astype(np.float32)).reshape(-1).astype(np.float32)
+
+
+def fake_quantize(x: np.ndarray) -> np.ndarray:
+    """``dequantize(quantize(x))`` with the shape of ``x`` (rows must be multiples of 64)."""
+    x = np.asarray(x, dtype=np.float32)
+    return dequantize(quantize(x)).reshape(x.shape)

@@ -1,0 +1,139 @@
+"""Synthetic llama-architecture GGUF models: real shapes, random weights.
+
+Used to measure speed at scale without downloads (e.g. Qwen3-8B geometry) and to
+make models with shapes the bundled ones lack (e.g. a head_dim of 80) for tests.
+The tokenizer is a byte-level SentencePiece vocabulary (<unk>, <s>, </s> and the
+256 byte tokens), so any text tokenises.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Geometry:
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    n_ff: int
+    n_ctx: int = 131072
+
+
+#: named shapes of real models
+GEOMETRIES = {
+    "qwen3-8b": Geometry(n_layer=36, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=12288),
+    "llama-3.2-1b": Geometry(n_layer=16, n_embd=2048, n_head=32, n_head_kv=8, head_dim=64, n_ff=8192),
+    "smollm2-135m": Geometry(n_layer=30, n_embd=576, n_head=9, n_head_kv=3, head_dim=64, n_ff=1536, n_ctx=8192),
+    "tiny-hd80": Geometry(n_layer=2, n_embd=160, n_head=2, n_head_kv=1, head_dim=80, n_ff=320, n_ctx=2048),
+    "tiny-hd64": Geometry(n_layer=2, n_embd=128, n_head=2, n_head_kv=1, head_dim=64, n_ff=256, n_ctx=2048),
+}
+
+
+def _vocab() -> tuple[list[bytes], list[float], list[int]]:
+    from gguf import TokenType
+    tokens = [b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
+    scores = [0.0] * len(tokens)
+    types = [TokenType.UNKNOWN, TokenType.CONTROL, TokenType.CONTROL] + [TokenType.BYTE] * 256
+    return tokens, scores, [int(t) for t in types]
+
+
+def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0) -> Path:
+    """Write a llama-architecture GGUF with geometry ``g`` and random weights.
+
+    weight_type: ``f32``, ``f16`` or ``q8_0`` for the matrices. To keep large models
+    quick to write, one random matrix per shape is reused across layers.
+    """
+    import gguf
+
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+    tokens, scores, types = _vocab()
+    n_vocab = len(tokens)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(f"synthetic-{g.n_layer}L-{g.n_embd}d")
+    w.add_context_length(g.n_ctx)
+    w.add_embedding_length(g.n_embd)
+    w.add_block_count(g.n_layer)
+    w.add_feed_forward_length(g.n_ff)
+    w.add_head_count(g.n_head)
+    w.add_head_count_kv(g.n_head_kv)
+    w.add_key_length(g.head_dim)
+    w.add_value_length(g.head_dim)
+    w.add_rope_dimension_count(g.head_dim)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(n_vocab)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+
+    qtype = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
+             "q8_0": gguf.GGMLQuantizationType.Q8_0}[weight_type]
+    cache: dict[tuple[int, int], np.ndarray] = {}
+
+    def matrix(rows: int, cols: int) -> np.ndarray:
+        if (rows, cols) not in cache:
+            m = (rng.standard_normal((rows, cols), dtype=np.float32) / np.sqrt(cols)).astype(np.float32)
+            if qtype == gguf.GGMLQuantizationType.F16:
+                m = m.astype(np.float16)
+            elif qtype == gguf.GGMLQuantizationType.Q8_0:
+                m = gguf.quants.quantize(m, qtype)
+            cache[(rows, cols)] = m
+        return cache[(rows, cols)]
+
+    def add(name: str, arr: np.ndarray) -> None:
+        w.add_tensor(name, arr, raw_dtype=qtype if arr.dtype == np.uint8 else None)
+
+    ones = np.ones(g.n_embd, dtype=np.float32)
+    w.add_tensor("token_embd.weight", (rng.standard_normal((n_vocab, g.n_embd), dtype=np.float32)).astype(np.float32))
+    w.add_tensor("output_norm.weight", ones)
+    w.add_tensor("output.weight", (rng.standard_normal((n_vocab, g.n_embd), dtype=np.float32) / np.sqrt(g.n_embd)).astype(np.float32))
+    for il in range(g.n_layer):
+        p = f"blk.{il}."
+        w.add_tensor(p + "attn_norm.weight", ones)
+        w.add_tensor(p + "ffn_norm.weight", ones)
+        add(p + "attn_q.weight", matrix(g.n_head * g.head_dim, g.n_embd))
+        add(p + "attn_k.weight", matrix(g.n_head_kv * g.head_dim, g.n_embd))
+        add(p + "attn_v.weight", matrix(g.n_head_kv * g.head_dim, g.n_embd + 0))
+        add(p + "attn_output.weight", matrix(g.n_embd, g.n_head * g.head_dim))
+        add(p + "ffn_gate.weight", matrix(g.n_ff, g.n_embd))
+        add(p + "ffn_up.weight", matrix(g.n_ff, g.n_embd))
+        add(p + "ffn_down.weight", matrix(g.n_embd, g.n_ff))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=g.n_layer > 8)
+    w.close()
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        prog="oscar-synthetic",
+        description="Write a llama-architecture GGUF with real shapes and random weights, "
+                    "for speed measurements at scale without downloads.")
+    ap.add_argument("geometry", choices=sorted(GEOMETRIES), help="named model shape")
+    ap.add_argument("-o", "--output", required=True, help="output .gguf path")
+    ap.add_argument("--weights", choices=("f32", "f16", "q8_0"), default="q8_0", help="weight type (default q8_0)")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    out = Path(a.output)
+    if out.exists():
+        ap.error(f"{out} exists; remove it first")
+    g = GEOMETRIES[a.geometry]
+    write(out, g, a.weights, a.seed)
+    print(f"oscar-synthetic: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
+          f"head_dim {g.head_dim}, {out.stat().st_size / 2**20:.0f} MiB)")
+
+
+if __name__ == "__main__":
+    main()

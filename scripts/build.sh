@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Build everything: llama.cpp/ (fetched and patched if needed), the programs in
+# build/bin, and the Python environment .venv/. Incremental: reruns only what changed.
+#   CUDA=1 scripts/build.sh      also build the CUDA backend (GGML_CUDA=ON)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+JOBS=${JOBS:-$(nproc)}
+BUILD=${BUILD_DIR:-build}
+
+scripts/fetch-llama.sh
+
+cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+[ "${CUDA:-0}" = 1 ] && cmake_args+=(-DGGML_CUDA=ON)
+[ -n "${CMAKE_EXTRA:-}" ] && cmake_args+=(${CMAKE_EXTRA})
+if [ ! -f "$BUILD/CMakeCache.txt" ] || [ "${CUDA:-0}" = 1 ]; then
+    cmake -S . -B "$BUILD" "${cmake_args[@]}" >"$BUILD.configure.log" 2>&1 \
+        || { tail -30 "$BUILD.configure.log" >&2; echo "build: error: cmake configure failed (log: $BUILD.configure.log)" >&2; exit 1; }
+fi
+targets=(llama llama-server llama-cli llama-completion llama-perplexity llama-bench llama-batched-bench test-oscar2)
+echo "build: compiling ${targets[*]} with $JOBS jobs"
+cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
+
+scripts/setup-venv.sh
+echo "build: done: programs in $BUILD/bin, Python environment in .venv"

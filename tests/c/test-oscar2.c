@@ -1,0 +1,395 @@
+// Tests of the oscar2 KV-cache type in the patched ggml, against references
+// written here from the documented block layout (not from ggml's code).
+//
+//   test-oscar2 quant IN.f32 OUT.bin   quantise the float32 values in IN.f32 with
+//                                      ggml's reference quantiser; write the blocks,
+//                                      then the dequantised float32 values, to OUT.bin
+//                                      (py/oscar/quant.py checks them bit for bit)
+//   test-oscar2 dot                    this CPU's vec_dot (SIMD) against the scalar formula
+//   test-oscar2 mad                    this CPU's fused V accumulation against dequantise + axpy
+//   test-oscar2 fa                     flash attention over oscar2 K/V against float64 attention
+//   test-oscar2 all                    dot, mad and fa
+//
+// Exit status 0 only if every check passed; the last line is "N passed, M failed".
+
+#include "ggml.h"
+#include "ggml-cpu.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QK 64            // elements per oscar2 block
+#define BLOCK_BYTES 20   // f16 d, f16 m, 16 bytes of codes
+#define QK8 32           // elements per q8_0 block
+#define Q8_BYTES 34      // f16 d, 32 int8
+
+static int n_pass = 0;
+static int n_fail = 0;
+
+static void check(int ok, const char * what) {
+    if (ok) {
+        n_pass++;
+    } else {
+        n_fail++;
+        printf("FAIL: %s\n", what);
+    }
+}
+
+// --- deterministic random numbers --------------------------------------------
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static double rand_uniform(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (double)(rng_state >> 11) / 9007199254740992.0;
+}
+
+static float rand_normal(void) {
+    const double u1 = rand_uniform() + 1e-300;
+    const double u2 = rand_uniform();
+    return (float)(sqrt(-2.0*log(u1))*cos(6.283185307179586*u2));
+}
+
+// --- the block layout, decoded independently ---------------------------------
+
+static float half_to_float(const uint8_t * p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return ggml_fp16_to_fp32(h);
+}
+
+static int oscar2_code(const uint8_t * block, int e) {
+    return (block[4 + e % 16] >> (2*(e / 16))) & 3;
+}
+
+static double oscar2_value(const uint8_t * block, int e) {
+    return (double) half_to_float(block + 2) + (double) half_to_float(block) * oscar2_code(block, e);
+}
+
+// --- quant: bit-exactness data for the numpy reference ------------------------
+
+static int cmd_quant(const char * in_path, const char * out_path) {
+    FILE * f = fopen(in_path, "rb");
+    if (!f) { fprintf(stderr, "cannot open %s\n", in_path); return 2; }
+    fseek(f, 0, SEEK_END);
+    const long nbytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    const int64_t n = nbytes / 4;
+    if (n % QK != 0) { fprintf(stderr, "%s: %lld values, not a multiple of %d\n", in_path, (long long) n, QK); return 2; }
+    float * x = malloc(n*sizeof(float));
+    if (fread(x, sizeof(float), n, f) != (size_t) n) { fprintf(stderr, "short read\n"); return 2; }
+    fclose(f);
+
+    const size_t qbytes = ggml_row_size(GGML_TYPE_OSCAR2, n);
+    uint8_t * q    = malloc(qbytes);
+    uint8_t * qcpu = malloc(qbytes);
+    float   * y    = malloc(n*sizeof(float));
+    ggml_get_type_traits(GGML_TYPE_OSCAR2)->from_float_ref(x, q, n);
+    ggml_get_type_traits_cpu(GGML_TYPE_OSCAR2)->from_float(x, qcpu, n);
+    ggml_get_type_traits(GGML_TYPE_OSCAR2)->to_float(q, y, n);
+    if (memcmp(q, qcpu, qbytes) != 0) {
+        fprintf(stderr, "the CPU backend's quantiser differs from the reference quantiser\n");
+        return 1;
+    }
+
+    FILE * g = fopen(out_path, "wb");
+    if (!g) { fprintf(stderr, "cannot open %s\n", out_path); return 2; }
+    fwrite(q, 1, qbytes, g);
+    fwrite(y, sizeof(float), n, g);
+    fclose(g);
+    free(x); free(q); free(qcpu); free(y);
+    return 0;
+}
+
+// --- dot: vec_dot of this build (SIMD where compiled) against the formula ----
+
+static void quantize_oscar2_row(const float * x, void * q, int64_t n) {
+    ggml_get_type_traits(GGML_TYPE_OSCAR2)->from_float_ref(x, q, n);
+}
+
+static double dot_scalar(const uint8_t * xq, const uint8_t * yq, int n) {
+    // sum over elements of (m + c*d) * (d8*q), evaluated in double from the decoded values
+    double sum = 0.0;
+    for (int e = 0; e < n; e++) {
+        const uint8_t * xb = xq + (e / QK)*BLOCK_BYTES;
+        const uint8_t * yb = yq + (e / QK8)*Q8_BYTES;
+        const double yv = (double) half_to_float(yb) * (int8_t) yb[2 + e % QK8];
+        sum += oscar2_value(xb, e % QK)*yv;
+    }
+    return sum;
+}
+
+static void cmd_dot(void) {
+    const struct ggml_type_traits_cpu * tr = ggml_get_type_traits_cpu(GGML_TYPE_OSCAR2);
+    check(tr->vec_dot_type == GGML_TYPE_Q8_0, "oscar2 vec_dot_type is q8_0");
+    const int sizes[] = { 64, 128, 256, 512, 4096 };
+    for (size_t si = 0; si < sizeof(sizes)/sizeof(sizes[0]); si++) {
+        const int n = sizes[si];
+        for (int trial = 0; trial < 50; trial++) {
+            float * x = malloc(n*sizeof(float));
+            float * y = malloc(n*sizeof(float));
+            const float off = trial % 3 == 0 ? 5.0f*rand_normal() : 0.0f; // blocks far from zero
+            for (int i = 0; i < n; i++) {
+                x[i] = off + (trial % 5 == 4 ? 100.0f : 1.0f)*rand_normal();
+                y[i] = rand_normal();
+            }
+            if (trial == 1) { for (int i = 0; i < n; i++) x[i] = 0.25f; } // constant blocks
+            uint8_t * xq = malloc(ggml_row_size(GGML_TYPE_OSCAR2, n));
+            uint8_t * yq = malloc(ggml_row_size(GGML_TYPE_Q8_0, n));
+            quantize_oscar2_row(x, xq, n);
+            ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float(y, yq, n);
+            float s = 0.0f;
+            tr->vec_dot(n, &s, 0, xq, 0, yq, 0, 1);
+            const double ref = dot_scalar(xq, yq, n);
+            double scale = 0.0; // sum of |terms|: the size float32 rounding is relative to
+            for (int e = 0; e < n; e++) {
+                const uint8_t * yb = yq + (e / QK8)*Q8_BYTES;
+                scale += fabs(oscar2_value(xq + (e / QK)*BLOCK_BYTES, e % QK)*half_to_float(yb)*(int8_t) yb[2 + e % QK8]);
+            }
+            char what[128];
+            snprintf(what, sizeof(what), "vec_dot n=%d trial %d: %.9g vs %.9g", n, trial, s, ref);
+            check(fabs(s - ref) <= 1e-5*scale + 1e-6, what);
+            free(x); free(y); free(xq); free(yq);
+        }
+    }
+}
+
+// --- mad: fused V accumulation against dequantise + axpy ---------------------
+
+void ggml_vec_mad_oscar2(int n, float * y, const void * vx, float v); // ggml-cpu internal (quants.h)
+
+static void cmd_mad(void) {
+    const int sizes[] = { 64, 128, 256 };
+    for (size_t si = 0; si < 3; si++) {
+        const int n = sizes[si];
+        for (int trial = 0; trial < 50; trial++) {
+            float * x  = malloc(n*sizeof(float));
+            float * y  = malloc(n*sizeof(float));
+            double * r = malloc(n*sizeof(double));
+            for (int i = 0; i < n; i++) { x[i] = 3.0f*rand_normal() - 1.0f; y[i] = rand_normal(); r[i] = y[i]; }
+            uint8_t * xq = malloc(ggml_row_size(GGML_TYPE_OSCAR2, n));
+            quantize_oscar2_row(x, xq, n);
+            const float v = (float) rand_uniform();
+            ggml_vec_mad_oscar2(n, y, xq, v);
+            double err = 0.0;
+            for (int i = 0; i < n; i++) {
+                r[i] += v*oscar2_value(xq + (i / QK)*BLOCK_BYTES, i % QK);
+                err = fmax(err, fabs(y[i] - r[i]));
+            }
+            char what[128];
+            snprintf(what, sizeof(what), "vec_mad n=%d trial %d: max error %.3g", n, trial, err);
+            check(err < 1e-5, what);
+            free(x); free(y); free(r); free(xq);
+        }
+    }
+}
+
+// --- fa: flash attention with oscar2 K/V --------------------------------------
+
+typedef struct {
+    int d;      // head_dim
+    int hq;     // query heads
+    int hkv;    // KV heads
+    int nq;     // query tokens
+    int nkv;    // KV positions
+} fa_case;
+
+// attention in float64 over the given (already dequantised) values
+static void attention_ref(const fa_case * c, const double * q, const double * k, const double * v,
+                          const float * mask, double scale, double * out) {
+    double * p = malloc(c->nkv*sizeof(double));
+    for (int h = 0; h < c->hq; h++) {
+        const int hk = h / (c->hq / c->hkv);
+        for (int i = 0; i < c->nq; i++) {
+            double mx = -INFINITY;
+            for (int j = 0; j < c->nkv; j++) {
+                double s = 0.0;
+                for (int e = 0; e < c->d; e++) {
+                    s += q[((size_t) h*c->nq + i)*c->d + e]*k[((size_t) hk*c->nkv + j)*c->d + e];
+                }
+                p[j] = s*scale + mask[(size_t) i*c->nkv + j];
+                mx = fmax(mx, p[j]);
+            }
+            double sum = 0.0;
+            for (int j = 0; j < c->nkv; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+            for (int e = 0; e < c->d; e++) {
+                double o = 0.0;
+                for (int j = 0; j < c->nkv; j++) { o += p[j]*v[((size_t) hk*c->nkv + j)*c->d + e]; }
+                out[((size_t) i*c->hq + h)*c->d + e] = o/sum;
+            }
+        }
+    }
+    free(p);
+}
+
+// run ggml_flash_attn_ext on the CPU with K/V of type `type`; out is [nq][hq][d]
+static void attention_ggml(const fa_case * c, enum ggml_type type, const float * q, const float * k,
+                           const float * v, const float * mask, float scale, int n_threads, float * out) {
+    const size_t kv_bytes = ggml_row_size(type, (int64_t) c->d*c->nkv*c->hkv);
+    struct ggml_init_params ip = {
+        .mem_size   = 2*kv_bytes + (size_t) 4*c->d*(c->nq*c->hq*3 + 64) + (size_t) 2*c->nq*c->nkv
+                      + 64*ggml_tensor_overhead() + ggml_graph_overhead() + (size_t) 64*1024*1024,
+        .mem_buffer = NULL,
+        .no_alloc   = false,
+    };
+    struct ggml_context * ctx = ggml_init(ip);
+    struct ggml_tensor * tq = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, c->d, c->nq,  c->hq,  1);
+    struct ggml_tensor * tk = ggml_new_tensor_4d(ctx, type,          c->d, c->nkv, c->hkv, 1);
+    struct ggml_tensor * tv = ggml_new_tensor_4d(ctx, type,          c->d, c->nkv, c->hkv, 1);
+    struct ggml_tensor * tm = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, c->nkv, c->nq, 1, 1);
+    memcpy(tq->data, q, ggml_nbytes(tq));
+    const int64_t nkv_el = (int64_t) c->d*c->nkv*c->hkv;
+    if (type == GGML_TYPE_F16) {
+        ggml_fp32_to_fp16_row(k, tk->data, nkv_el);
+        ggml_fp32_to_fp16_row(v, tv->data, nkv_el);
+    } else {
+        quantize_oscar2_row(k, tk->data, nkv_el);
+        quantize_oscar2_row(v, tv->data, nkv_el);
+    }
+    ggml_fp32_to_fp16_row(mask, tm->data, (int64_t) c->nkv*c->nq);
+    struct ggml_tensor * r = ggml_flash_attn_ext(ctx, tq, tk, tv, tm, scale, 0.0f, 0.0f);
+        struct ggml_cgraph * gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, r);
+    ggml_graph_compute_with_ctx(ctx, gf, n_threads);
+    memcpy(out, r->data, ggml_nbytes(r)); // [d, hq, nq]
+    ggml_free(ctx);
+}
+
+static void cmd_fa(void) {
+    const fa_case cases[] = {
+        {  64, 9, 3,   1,  300 }, // SmolLM2 geometry, decode
+        {  64, 9, 3,  37,  300 }, // prefill
+        { 128, 8, 1,   1,  513 }, // GQA 8
+        { 128, 4, 4,  16,  130 }, // no GQA
+        { 256, 4, 1,   1,  257 }, // Gemma-3 head size
+        { 256, 2, 1,   9,   64 },
+    };
+    for (size_t ci = 0; ci < sizeof(cases)/sizeof(cases[0]); ci++) {
+        const fa_case * c = &cases[ci];
+        const size_t nq_el = (size_t) c->d*c->nq*c->hq, nkv_el = (size_t) c->d*c->nkv*c->hkv;
+        float * q = malloc(nq_el*sizeof(float));
+        float * k = malloc(nkv_el*sizeof(float));
+        float * v = malloc(nkv_el*sizeof(float));
+        float * mask = malloc((size_t) c->nq*c->nkv*sizeof(float));
+        // keys with a per-channel offset (as real keys have: it widens the 2-bit range
+        // but shifts every logit of a query equally), values plain
+        for (size_t i = 0; i < nkv_el; i++) {
+            const int e = (int)(i % c->d);
+            k[i] = rand_normal() + (e % 5 == 0 ? 2.0f : 0.0f);
+            v[i] = rand_normal();
+        }
+        for (size_t i = 0; i < nq_el; i++) q[i] = rand_normal();
+        // as in real attention, each query finds a few keys that match it: plant one
+        // key per query (logit about +8) among the positions it sees
+        for (int h = 0; h < c->hq; h++) {
+            const int hk = h / (c->hq / c->hkv);
+            for (int i = 0; i < c->nq; i++) {
+                const float * qr = q + ((size_t) h*c->nq + i)*c->d;
+                double qn = 0.0;
+                for (int e = 0; e < c->d; e++) qn += qr[e]*qr[e];
+                const int j = (i*7 + h*13) % (c->nkv - c->nq + i + 1);
+                float * kr = k + ((size_t) hk*c->nkv + j)*c->d;
+                for (int e = 0; e < c->d; e++) kr[e] += (float)(8.0*sqrt((double) c->d)*qr[e]/qn);
+            }
+        }
+        // causal mask: query i sees positions up to nkv - nq + i; a few other holes
+        for (int i = 0; i < c->nq; i++) {
+            for (int j = 0; j < c->nkv; j++) {
+                const int visible = j <= c->nkv - c->nq + i && (j % 11 != 3);
+                mask[(size_t) i*c->nkv + j] = visible ? 0.0f : -INFINITY;
+            }
+        }
+        const float scale = 1.0f/sqrtf((float) c->d);
+
+        // dequantised K/V and the q8_0 view of Q that the kernel multiplies with
+        double * kd = malloc(nkv_el*sizeof(double));
+        double * vd = malloc(nkv_el*sizeof(double));
+        double * qd = malloc(nq_el*sizeof(double));
+        double * kf = malloc(nkv_el*sizeof(double));
+        double * vf = malloc(nkv_el*sizeof(double));
+        double * qf = malloc(nq_el*sizeof(double));
+        uint8_t * kq = malloc(ggml_row_size(GGML_TYPE_OSCAR2, nkv_el));
+        uint8_t * vq = malloc(ggml_row_size(GGML_TYPE_OSCAR2, nkv_el));
+        quantize_oscar2_row(k, kq, nkv_el);
+        quantize_oscar2_row(v, vq, nkv_el);
+        for (size_t i = 0; i < nkv_el; i++) {
+            kd[i] = oscar2_value(kq + (i / QK)*BLOCK_BYTES, i % QK);
+            vd[i] = oscar2_value(vq + (i / QK)*BLOCK_BYTES, i % QK);
+            kf[i] = ggml_fp16_to_fp32(ggml_fp32_to_fp16(k[i]));
+            vf[i] = ggml_fp16_to_fp32(ggml_fp32_to_fp16(v[i]));
+        }
+        uint8_t * q8 = malloc(ggml_row_size(GGML_TYPE_Q8_0, c->d));
+        float   * q8f = malloc(c->d*sizeof(float));
+        for (int r = 0; r < c->nq*c->hq; r++) {
+            ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float(q + (size_t) r*c->d, q8, c->d);
+            ggml_get_type_traits(GGML_TYPE_Q8_0)->to_float(q8, q8f, c->d);
+            for (int e = 0; e < c->d; e++) {
+                qd[(size_t) r*c->d + e] = q8f[e];
+                qf[(size_t) r*c->d + e] = q[(size_t) r*c->d + e];
+            }
+        }
+        // Q is stored [d, nq, hq]: reorder to [hq][nq][d] for the reference
+        double * qd_h = malloc(nq_el*sizeof(double));
+        double * qf_h = malloc(nq_el*sizeof(double));
+        for (int h = 0; h < c->hq; h++) for (int i = 0; i < c->nq; i++) for (int e = 0; e < c->d; e++) {
+            const size_t src = ((size_t) h*c->nq + i)*c->d + e; // ggml: e + d*(i + nq*h)
+            qd_h[src] = qd[src];
+            qf_h[src] = qf[src];
+        }
+
+        double * ref_q  = malloc(nq_el*sizeof(double));
+        double * ref_16 = malloc(nq_el*sizeof(double));
+        attention_ref(c, qd_h, kd, vd, mask, scale, ref_q);
+        attention_ref(c, qf_h, kf, vf, mask, scale, ref_16);
+
+        for (int nt = 1; nt <= 2; nt++) {
+            float * out = malloc(nq_el*sizeof(float));
+            attention_ggml(c, GGML_TYPE_OSCAR2, q, k, v, mask, scale, nt, out);
+            double err = 0.0, err16 = 0.0, norm = 0.0;
+            for (size_t i = 0; i < nq_el; i++) {
+                err   = fmax(err, fabs(out[i] - ref_q[i]));
+                err16 += (out[i] - ref_16[i])*(out[i] - ref_16[i]);
+                norm  += ref_16[i]*ref_16[i];
+            }
+            const double rel16 = sqrt(err16/norm);
+            char what[200];
+            snprintf(what, sizeof(what), "fa d=%d hq=%d hkv=%d nq=%d nkv=%d threads=%d: max |ggml - float64 on dequantised| = %.3g",
+                     c->d, c->hq, c->hkv, c->nq, c->nkv, nt, err);
+            check(err < 2e-4, what);
+            snprintf(what, sizeof(what), "fa d=%d hq=%d hkv=%d nq=%d nkv=%d threads=%d: relative RMS error against f16 attention = %.3f",
+                     c->d, c->hq, c->hkv, c->nq, c->nkv, nt, rel16);
+            // 2-bit min/max codes of Gaussian values carry about 0.45 relative RMS error on
+            // their own (step = range/3): attention to the planted key passes that through
+            check(rel16 < 0.55, what);
+            printf("fa d=%3d hq=%d hkv=%d nq=%2d nkv=%3d threads=%d: max err vs float64 %.2e, rel RMS vs f16 %.3f\n",
+                   c->d, c->hq, c->hkv, c->nq, c->nkv, nt, err, rel16);
+            free(out);
+        }
+        free(q); free(k); free(v); free(mask); free(kd); free(vd); free(qd); free(kf); free(vf); free(qf);
+        free(kq); free(vq); free(q8); free(q8f); free(qd_h); free(qf_h); free(ref_q); free(ref_16);
+    }
+}
+
+int main(int argc, char ** argv) {
+    if (argc >= 2 && strcmp(argv[1], "quant") == 0) {
+        if (argc != 4) { fprintf(stderr, "usage: %s quant IN.f32 OUT.bin\n", argv[0]); return 2; }
+        return cmd_quant(argv[2], argv[3]);
+    }
+    const char * what = argc >= 2 ? argv[1] : "all";
+    const int all = strcmp(what, "all") == 0;
+    if (!all && strcmp(what, "dot") && strcmp(what, "mad") && strcmp(what, "fa")) {
+        fprintf(stderr, "usage: %s [quant IN OUT | dot | mad | fa | all]\n", argv[0]);
+        return 2;
+    }
+    ggml_cpu_init();
+    if (all || !strcmp(what, "dot")) cmd_dot();
+    if (all || !strcmp(what, "mad")) cmd_mad();
+    if (all || !strcmp(what, "fa"))  cmd_fa();
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail == 0 ? 0 : 1;
+}
