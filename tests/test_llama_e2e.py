@@ -1,0 +1,150 @@
+"""End to end: SmolLM2 with an oscar2 KV cache through the Python bindings and
+through our llama.cpp tools (perplexity, bench, server, cli), plus bad input."""
+from __future__ import annotations
+
+import json
+import math
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+import oscar
+from oscar import perplexity as pp
+from oscar import synthetic
+
+PROMPT = "The capital of France is Paris. The capital of Germany is"
+
+
+def test_bindings_generate_with_oscar2(smollm2):
+    llm = oscar.load(smollm2, kv="oscar2", n_ctx=512)
+    assert llm.context_params.type_k == oscar.GGML_TYPE_OSCAR2
+    assert llm.context_params.type_v == oscar.GGML_TYPE_OSCAR2
+    out = llm.create_completion(PROMPT, max_tokens=12, temperature=0.0)
+    assert out["usage"]["completion_tokens"] >= 1
+    assert len(out["choices"][0]["text"]) > 0
+
+
+def kv_state_bytes(model, kv: str) -> int:
+    """Bytes of one sequence's saved state after a fixed prompt: dominated by its KV cache."""
+    llm = oscar.load(model, kv=kv, n_ctx=512)
+    llm.eval(llm.tokenize(PROMPT.encode() * 8))
+    llama_cpp = oscar.llama.bindings()
+    return llama_cpp.llama_state_seq_get_size(llm.ctx, 0)
+
+
+def test_cache_really_is_two_bit(smollm2):
+    """The saved KV of a sequence is about 6.4x smaller with oscar2 than with f16 (2.5 vs 16 bits)."""
+    f16 = kv_state_bytes(smollm2, "f16")
+    o2 = kv_state_bytes(smollm2, "oscar2")
+    assert 5.5 < f16 / o2 < 6.5, (f16, o2)
+
+
+@pytest.mark.parametrize("k,v", [("oscar2", "f16"), ("q8_0", "oscar2"), ("oscar2", "q4_0")])
+def test_bindings_mixed_pairs(smollm2, k, v):
+    llm = oscar.load(smollm2, kv_k=k, kv_v=v, n_ctx=512)
+    out = llm.create_completion(PROMPT, max_tokens=4, temperature=0.0)
+    assert out["usage"]["completion_tokens"] >= 1
+
+
+def test_bindings_refuse_oscar2_without_flash_attention(smollm2):
+    with pytest.raises(ValueError, match="flash attention"):
+        oscar.load(smollm2, kv="oscar2", flash_attn=False)
+    # the library itself refuses too (llama-cpp-python turns the NULL context into an error)
+    llama_cpp = oscar.llama.bindings()
+    with pytest.raises(Exception):
+        llama_cpp.Llama(model_path=str(smollm2), type_k=oscar.GGML_TYPE_OSCAR2, type_v=oscar.GGML_TYPE_OSCAR2,
+                        flash_attn=False, n_ctx=256, verbose=False)
+
+
+def test_unknown_kv_type_is_named():
+    with pytest.raises(ValueError, match="unknown KV cache type 'oscar3'"):
+        oscar.llama.kv_type("oscar3")
+
+
+def test_perplexity_finite_and_really_quantised(smollm2, wiki_slice):
+    f16 = pp.run(smollm2, wiki_slice, pp.KVConfig("f16", "f16"), ctx=512, chunks=2)
+    o2 = pp.run(smollm2, wiki_slice, pp.KVConfig("oscar2", "oscar2"), ctx=512, chunks=2)
+    assert math.isfinite(o2.ppl) and math.isfinite(f16.ppl)
+    # a 2-bit cache without calibration loses quality, but stays far from random (vocab 49152)
+    assert f16.ppl * 1.05 < o2.ppl < f16.ppl * 20, (f16.ppl, o2.ppl)
+
+
+def test_perplexity_mixed_pair(smollm2, wiki_slice):
+    r = pp.run(smollm2, wiki_slice, pp.KVConfig("q8_0", "oscar2"), ctx=512, chunks=1)
+    assert math.isfinite(r.ppl)
+
+
+def test_tools_refuse_oscar2_without_flash_attention(bin_dir, smollm2, wiki_slice):
+    p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(smollm2), "-f", str(wiki_slice), "-c", "512",
+                        "--chunks", "1", "-ctk", "oscar2", "-ctv", "oscar2", "-fa", "off"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    assert "needs flash attention: run with -fa on" in p.stderr + p.stdout
+
+
+def test_head_dim_the_type_cannot_hold(bin_dir, tmp_path):
+    model = synthetic.write(tmp_path / "hd80.gguf", synthetic.GEOMETRIES["tiny-hd80"], "f32")
+    p = subprocess.run([str(bin_dir / "llama-completion"), "-m", str(model), "-ctk", "oscar2", "-ctv", "f16",
+                        "-fa", "on", "-n", "1", "-p", "hi", "-no-cnv"], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0
+    err = p.stderr + p.stdout
+    assert "layer 0: K cache type oscar2 cannot hold head_dim n_embd_head_k=80" in err
+    assert "multiple of 64" in err
+
+
+def test_llama_bench_accepts_oscar2(bin_dir, smollm2):
+    p = subprocess.run([str(bin_dir / "llama-bench"), "-m", str(smollm2), "-ctk", "oscar2", "-ctv", "oscar2",
+                        "-fa", "1", "-p", "32", "-n", "4", "-r", "1", "-o", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = json.loads(p.stdout)
+    assert {r["type_k"] for r in rows} == {"oscar2"} and {r["type_v"] for r in rows} == {"oscar2"}
+    assert all(r["avg_ts"] > 0 for r in rows)
+
+
+def test_llama_cli_single_turn(bin_dir, smollm2):
+    p = subprocess.run([str(bin_dir / "llama-cli"), "-m", str(smollm2), "-ctk", "oscar2", "-ctv", "oscar2", "-fa", "on",
+                        "-c", "1024", "-n", "8", "--temp", "0", "-st", "-p", "Name three colors."],
+                       capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Generation:" in p.stdout + p.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_llama_server_completion(bin_dir, smollm2):
+    port = free_port()
+    srv = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(smollm2), "-ctk", "oscar2", "-ctv", "oscar2",
+                            "-fa", "on", "-c", "2048", "--host", "127.0.0.1", "--port", str(port)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(240):
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("llama-server did not become healthy")
+        req = urllib.request.Request(url + "/completion", method="POST", headers={"Content-Type": "application/json"},
+                                     data=json.dumps({"prompt": PROMPT, "n_predict": 8, "temperature": 0}).encode())
+        with urllib.request.urlopen(req, timeout=120) as r:
+            body = json.loads(r.read())
+        assert body["tokens_predicted"] >= 1
+        assert isinstance(body["content"], str)
+    finally:
+        srv.terminate()
+        try:
+            log, _ = srv.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            log, _ = srv.communicate()

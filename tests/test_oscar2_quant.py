@@ -1,0 +1,83 @@
+"""oscar2 quantisation: ggml's C reference against the numpy reference, bit for bit."""
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from oscar import quant
+
+
+def c_quantize(bin_dir, tmp_path, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Blocks and dequantised values from ggml (build/bin/test-oscar2 quant)."""
+    src, dst = tmp_path / "x.f32", tmp_path / "q.bin"
+    x.astype(np.float32).tofile(src)
+    subprocess.run([str(bin_dir / "test-oscar2"), "quant", str(src), str(dst)], check=True)
+    raw = np.fromfile(dst, dtype=np.uint8)
+    nq = x.size // quant.QK * quant.BLOCK_BYTES
+    return raw[:nq].reshape(-1, quant.BLOCK_BYTES), raw[nq:].view(np.float32)
+
+
+def edge_cases(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    n = 64 * 64
+    half_steps = np.repeat(np.array([0, 1, 2, 3], np.float32), 16)  # codes exactly on the grid
+    ties = np.tile(np.array([0.0, 0.5, 1.5, 2.5, 3.0] + [1.0] * 59, np.float32), 8)  # values on rounding ties
+    return {
+        "normal": rng.standard_normal(n).astype(np.float32),
+        "offset": (rng.standard_normal(n) * 0.1 + 7.0).astype(np.float32),
+        "outliers": np.where(rng.random(n) < 0.02, 50.0, 1.0).astype(np.float32) * rng.standard_normal(n).astype(np.float32),
+        "constant": np.full(n, 0.3, np.float32),
+        "constant_negative": np.full(n, -1234.5, np.float32),
+        "zeros": np.zeros(n, np.float32),
+        "huge": (rng.standard_normal(n) * 1e6).astype(np.float32),  # beyond f16: saturated
+        "f16_edge": np.tile(np.array([65504.0, -65504.0, 65520.0, -70000.0], np.float32), n // 4),
+        "tiny": (rng.standard_normal(n) * 1e-6).astype(np.float32),  # f16 subnormal steps
+        "grid": np.tile(half_steps, 8),
+        "ties": ties,
+        "uniform": rng.uniform(-3, 3, n).astype(np.float32),
+    }
+
+
+@pytest.mark.parametrize("case", list(edge_cases(np.random.default_rng(0))))
+def test_c_and_numpy_agree_bit_for_bit(bin_dir, tmp_path, case):
+    x = edge_cases(np.random.default_rng(1234))[case]
+    blocks_c, deq_c = c_quantize(bin_dir, tmp_path, x)
+    blocks_np = quant.quantize(x)
+    assert blocks_np.shape == blocks_c.shape
+    mismatch = np.nonzero((blocks_np != blocks_c).any(axis=1))[0]
+    assert mismatch.size == 0, f"{mismatch.size} blocks differ, first {mismatch[0]}: C {blocks_c[mismatch[0]]} numpy {blocks_np[mismatch[0]]}"
+    deq_np = quant.dequantize(blocks_np)
+    assert np.array_equal(deq_c.view(np.uint32), deq_np.view(np.uint32)), "dequantised values differ"
+
+
+def test_error_bound_against_float():
+    """Every value lands within half a step of its block's grid (plus f16 rounding of m and d)."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((512, 64)) * rng.uniform(0.01, 100, (512, 1))).astype(np.float32)
+    xq = quant.fake_quantize(x)
+    blocks = quant.quantize(x)
+    d = blocks[:, 0:2].copy().view(np.float16).astype(np.float64)[:, 0]
+    m = blocks[:, 2:4].copy().view(np.float16).astype(np.float64)[:, 0]
+    lo, hi = x.min(axis=1).astype(np.float64), x.max(axis=1).astype(np.float64)
+    bound = 0.5 * d + np.abs(m - lo) + 3 * np.abs(d - (hi - lo) / 3) + 1e-6 * np.abs(x).max(axis=1)
+    err = np.abs(xq.astype(np.float64) - x).max(axis=1)
+    assert np.all(err <= bound), f"worst block error {err.max()} exceeds its bound"
+    # and the bound is not vacuous: the error is a good fraction of half a step
+    assert np.median(err / (0.5 * d)) > 0.5
+
+
+def test_codes_cover_the_range():
+    x = np.linspace(-1, 2, 64, dtype=np.float32)
+    c = quant.codes(quant.quantize(x))[0]
+    assert c[0] == 0 and c[-1] == 3
+    assert np.all(np.diff(c.astype(int)) >= 0)
+    assert set(c.tolist()) == {0, 1, 2, 3}
+
+
+def test_size_is_two_and_a_half_bits():
+    assert quant.BLOCK_BYTES * 8 / quant.QK == 2.5
+    import gguf
+    bs, ts = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.OSCAR2]
+    assert (bs, ts) == (quant.QK, quant.BLOCK_BYTES)
+    assert int(gguf.GGMLQuantizationType.OSCAR2) == quant.GGML_TYPE_OSCAR2 == 43
