@@ -8,7 +8,8 @@
 //   test-oscar2 dot                    this CPU's vec_dot (SIMD) against the scalar formula
 //   test-oscar2 mad                    this CPU's fused V accumulation against dequantise + axpy
 //   test-oscar2 fa                     flash attention over oscar2 K/V against float64 attention
-//   test-oscar2 all                    dot, mad and fa
+//   test-oscar2 fa-windows             two-tier flash attention (16-bit windows beside oscar2)
+//   test-oscar2 all                    dot, mad, fa and fa-windows
 //
 // Exit status 0 only if every check passed; the last line is "N passed, M failed".
 
@@ -375,6 +376,156 @@ static void cmd_fa(void) {
     }
 }
 
+
+// --- fa-windows: two-tier attention (16-bit windows beside oscar2) -----------
+
+// Cells hold positions in shuffled order, some have a 16-bit copy in a pool slot. For
+// query position t, a cell at position p with a slot is read from the pool when
+// p < n_sink or p > t - n_recent; every other cell from the oscar2 tensors.
+static void cmd_fa_windows(void) {
+    const int d = 64, hq = 4, hkv = 2, nkv = 200, nslot = 80;
+    const int n_sink = 8, n_recent = 24;
+    const int nq_list[] = { 1, 5 };
+    for (int mode = 0; mode < 3; mode++) { // 0: K and V windows, 1: K only, 2: V only
+        for (int nqi = 0; nqi < 2; nqi++) {
+            const int nq = nq_list[nqi];
+            const size_t nkv_el = (size_t) d*nkv*hkv, nq_el = (size_t) d*nq*hq;
+            float * q = malloc(nq_el*sizeof(float));
+            float * k = malloc(nkv_el*sizeof(float));
+            float * v = malloc(nkv_el*sizeof(float));
+            for (size_t i = 0; i < nkv_el; i++) { k[i] = rand_normal(); v[i] = rand_normal(); }
+            for (size_t i = 0; i < nq_el; i++) q[i] = rand_normal();
+
+            // positions: a permutation of 0..nkv-1; queries at the last nq positions
+            int32_t * info = malloc(2*nkv*sizeof(int32_t)); // [slot | pos]
+            for (int c = 0; c < nkv; c++) info[nkv + c] = c;
+            for (int c = nkv - 1; c > 0; c--) {
+                const int j = (int)(rand_uniform()*(c + 1));
+                const int t = info[nkv + c]; info[nkv + c] = info[nkv + j]; info[nkv + j] = t;
+            }
+            // slots: sinks and the recent end get one (as a cache would keep them), plus a few
+            // stray cells that have a slot but are outside every window; one window cell has none
+            int next = 0;
+            for (int c = 0; c < nkv; c++) {
+                const int p = info[nkv + c];
+                const int want = p < n_sink || p >= nkv - nq - n_recent || p % 37 == 5;
+                info[c] = (want && next < nslot && p != nkv - 3) ? next++ : -1;
+            }
+            int32_t * qpos = malloc(nq*sizeof(int32_t));
+            for (int i = 0; i < nq; i++) qpos[i] = nkv - nq + i;
+            float * mask = malloc((size_t) nq*nkv*sizeof(float));
+            for (int i = 0; i < nq; i++) for (int c = 0; c < nkv; c++) {
+                mask[(size_t) i*nkv + c] = info[nkv + c] <= qpos[i] ? 0.0f : -INFINITY;
+            }
+            const int use_k = mode != 2, use_v = mode != 1;
+
+            // ggml
+            struct ggml_init_params ip = { .mem_size = (size_t) 64*1024*1024, .mem_buffer = NULL, .no_alloc = false };
+            struct ggml_context * ctx = ggml_init(ip);
+            struct ggml_tensor * tq = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, d, nq, hq, 1);
+            struct ggml_tensor * tk = ggml_new_tensor_4d(ctx, use_k ? GGML_TYPE_OSCAR2 : GGML_TYPE_F16, d, nkv, hkv, 1);
+            struct ggml_tensor * tv = ggml_new_tensor_4d(ctx, use_v ? GGML_TYPE_OSCAR2 : GGML_TYPE_F16, d, nkv, hkv, 1);
+            struct ggml_tensor * tm = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, nkv, nq, 1, 1);
+            struct ggml_tensor * kh = use_k ? ggml_new_tensor_4d(ctx, GGML_TYPE_F16, d, nslot, hkv, 1) : NULL;
+            struct ggml_tensor * vh = use_v ? ggml_new_tensor_4d(ctx, GGML_TYPE_F16, d, nslot, hkv, 1) : NULL;
+            struct ggml_tensor * ti = ggml_new_tensor_4d(ctx, GGML_TYPE_I32, nkv, 2, 1, 1);
+            struct ggml_tensor * tp = ggml_new_tensor_4d(ctx, GGML_TYPE_I32, nq, 1, 1, 1);
+            memcpy(tq->data, q, ggml_nbytes(tq));
+            // k/v are [d, nkv, hkv] in ggml order: element (e, c, h) at e + d*(c + nkv*h)
+            if (use_k) quantize_oscar2_row(k, tk->data, nkv_el); else ggml_fp32_to_fp16_row(k, tk->data, nkv_el);
+            if (use_v) quantize_oscar2_row(v, tv->data, nkv_el); else ggml_fp32_to_fp16_row(v, tv->data, nkv_el);
+            ggml_fp32_to_fp16_row(mask, tm->data, (int64_t) nq*nkv);
+            memcpy(ti->data, info, 2*nkv*sizeof(int32_t));
+            memcpy(tp->data, qpos, nq*sizeof(int32_t));
+            // pool slots: f16 copies of the cells' original values
+            for (int c = 0; c < nkv; c++) {
+                if (info[c] < 0) continue;
+                for (int h = 0; h < hkv; h++) {
+                    const size_t src = ((size_t) h*nkv + c)*d, dst = ((size_t) h*nslot + info[c])*d;
+                    if (kh) ggml_fp32_to_fp16_row(k + src, (ggml_fp16_t *) kh->data + dst, d);
+                    if (vh) ggml_fp32_to_fp16_row(v + src, (ggml_fp16_t *) vh->data + dst, d);
+                }
+            }
+            const float scale = 1.0f/sqrtf((float) d);
+            struct ggml_tensor * r = ggml_flash_attn_ext(ctx, tq, tk, tv, tm, scale, 0.0f, 0.0f);
+            ggml_flash_attn_ext_add_windows(r, kh, vh, ti, tp, n_sink, n_recent);
+
+            // float64 reference: each (query, cell) read from exactly one tier
+            double * ref = malloc(nq_el*sizeof(double));
+            uint8_t * q8 = malloc(ggml_row_size(GGML_TYPE_Q8_0, d));
+            float * qq = malloc(d*sizeof(float));
+            double * p = malloc(nkv*sizeof(double));
+            uint8_t * kq = malloc(ggml_row_size(GGML_TYPE_OSCAR2, nkv_el));
+            uint8_t * vq = malloc(ggml_row_size(GGML_TYPE_OSCAR2, nkv_el));
+            quantize_oscar2_row(k, kq, nkv_el);
+            quantize_oscar2_row(v, vq, nkv_el);
+            int n_hot_reads = 0;
+            for (int h = 0; h < hq; h++) {
+                const int hk = h / (hq/hkv);
+                for (int i = 0; i < nq; i++) {
+                    const float * qr = q + ((size_t) h*nq + i)*d;
+                    ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float(qr, q8, d);
+                    ggml_get_type_traits(GGML_TYPE_Q8_0)->to_float(q8, qq, d);
+                    double mx = -INFINITY;
+                    for (int c = 0; c < nkv; c++) {
+                        const int pos = info[nkv + c];
+                        const int hot = info[c] >= 0 && (pos < n_sink || pos > qpos[i] - n_recent);
+                        n_hot_reads += hot && mask[(size_t) i*nkv + c] == 0.0f;
+                        const size_t off = ((size_t) hk*nkv + c)*d;
+                        double sc = 0.0;
+                        for (int e = 0; e < d; e++) {
+                            double kv_e, q_e;
+                            if (!use_k) {             // f16 K, f16 Q
+                                kv_e = ggml_fp16_to_fp32(ggml_fp32_to_fp16(k[off + e]));
+                                q_e  = ggml_fp16_to_fp32(ggml_fp32_to_fp16(qr[e]));
+                            } else if (hot) {         // 16-bit tier: f16 K, f16 Q
+                                kv_e = ggml_fp16_to_fp32(ggml_fp32_to_fp16(k[off + e]));
+                                q_e  = ggml_fp16_to_fp32(ggml_fp32_to_fp16(qr[e]));
+                            } else {                  // 2-bit tier: oscar2 K, q8_0 Q
+                                kv_e = oscar2_value(kq + ((off + e)/QK)*BLOCK_BYTES, (off + e) % QK);
+                                q_e  = qq[e];
+                            }
+                            sc += kv_e*q_e;
+                        }
+                        p[c] = sc*scale + mask[(size_t) i*nkv + c];
+                        mx = fmax(mx, p[c]);
+                    }
+                    double sum = 0.0;
+                    for (int c = 0; c < nkv; c++) { p[c] = exp(p[c] - mx); sum += p[c]; }
+                    for (int e = 0; e < d; e++) {
+                        double o = 0.0;
+                        for (int c = 0; c < nkv; c++) {
+                            if (p[c] == 0.0) continue;
+                            const int pos = info[nkv + c];
+                            const int hot = info[c] >= 0 && (pos < n_sink || pos > qpos[i] - n_recent);
+                            const size_t off = ((size_t) hk*nkv + c)*d + e;
+                            const double ve = (!use_v || hot) ? ggml_fp16_to_fp32(ggml_fp32_to_fp16(v[off]))
+                                                              : oscar2_value(vq + (off/QK)*BLOCK_BYTES, off % QK);
+                            o += p[c]*ve;
+                        }
+                        ref[((size_t) i*hq + h)*d + e] = o/sum;
+                    }
+                }
+            }
+            for (int nt = 1; nt <= 2; nt++) {
+                struct ggml_cgraph * gf = ggml_new_graph(ctx);
+                ggml_build_forward_expand(gf, r);
+                ggml_graph_compute_with_ctx(ctx, gf, nt);
+                double err = 0.0;
+                for (size_t i = 0; i < nq_el; i++) err = fmax(err, fabs(((float *) r->data)[i] - ref[i]));
+                char what[160];
+                snprintf(what, sizeof(what), "fa-windows mode=%d nq=%d threads=%d: max |ggml - float64 two-tier| = %.3g (%d hot reads)",
+                         mode, nq, nt, err, n_hot_reads);
+                // with an F16 V (mode 1) ggml accumulates the output in F16: 1e-3-sized rounding
+                check(err < (mode == 1 ? 5e-3 : 2e-4) && n_hot_reads > 0, what);
+                printf("%s\n", what);
+            }
+            ggml_free(ctx);
+            free(q); free(k); free(v); free(info); free(qpos); free(mask); free(ref); free(q8); free(qq); free(p); free(kq); free(vq);
+        }
+    }
+}
+
 int main(int argc, char ** argv) {
     if (argc >= 2 && strcmp(argv[1], "quant") == 0) {
         if (argc != 4) { fprintf(stderr, "usage: %s quant IN.f32 OUT.bin\n", argv[0]); return 2; }
@@ -382,14 +533,15 @@ int main(int argc, char ** argv) {
     }
     const char * what = argc >= 2 ? argv[1] : "all";
     const int all = strcmp(what, "all") == 0;
-    if (!all && strcmp(what, "dot") && strcmp(what, "mad") && strcmp(what, "fa")) {
-        fprintf(stderr, "usage: %s [quant IN OUT | dot | mad | fa | all]\n", argv[0]);
+    if (!all && strcmp(what, "dot") && strcmp(what, "mad") && strcmp(what, "fa") && strcmp(what, "fa-windows")) {
+        fprintf(stderr, "usage: %s [quant IN OUT | dot | mad | fa | fa-windows | all]\n", argv[0]);
         return 2;
     }
     ggml_cpu_init();
     if (all || !strcmp(what, "dot")) cmd_dot();
     if (all || !strcmp(what, "mad")) cmd_mad();
     if (all || !strcmp(what, "fa"))  cmd_fa();
+    if (all || !strcmp(what, "fa-windows")) cmd_fa_windows();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail == 0 ? 0 : 1;
 }
