@@ -18,6 +18,6 @@ echo "setup-venv: creating $VENV"
 pip=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" -e llama.cpp/gguf-py
 CMAKE_ARGS="-DLLAMA_BUILD=OFF" "${pip[@]}" "$SDIST"
-"${pip[@]}" -e ".[test]"
+"${pip[@]}" -e ".[test,calib]"
 echo "$want" > "$STAMP"
 echo "setup-venv: ready ($("$VENV/bin/python" --version))"

@@ -63,3 +63,168 @@ def eval_main(argv: list[str] | None = None) -> int:
     print(f"oscar-eval: {len(configs)} KV configurations against f16, ctx {a.ctx}, "
           f"{a.chunks or 'all'} chunks of {a.text}", file=sys.stderr)
     return 0
+
+
+# ----------------------------------------------------------------------------- oscar-convert
+
+#: zoo aliases accepted as MODEL by oscar-convert: alias -> (file in models/, fetch-models.sh name)
+MODEL_ALIASES = {
+    "smollm2-135m": ("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"),
+    "gemma3-270m": ("gemma-3-270m-it-Q4_K_M.gguf", "gemma3"),
+}
+
+
+class ConvertError(Exception):
+    """A user-facing error of oscar-convert (printed without a traceback)."""
+
+
+def _resolve_model(spec: str, workdir: Path) -> tuple[Path, Path]:
+    """``(gguf, pytorch_source)`` for MODEL: a zoo alias, a GGUF file, or a Hugging Face
+    folder (converted to an f16 GGUF in ``workdir`` with llama.cpp's converter)."""
+    import subprocess
+    from . import paths
+    if spec in MODEL_ALIASES:
+        name, fetch = MODEL_ALIASES[spec]
+        p = paths.MODELS / name
+        if not p.is_file():
+            raise ConvertError(f"{spec}: {p} is missing: run scripts/fetch-models.sh {fetch}")
+        return p, p
+    p = Path(spec)
+    if p.is_file():
+        with open(p, "rb") as f:
+            if f.read(4) != b"GGUF":
+                raise ConvertError(f"{p} is not a GGUF file (give a .gguf, a Hugging Face folder, or one of "
+                                   f"{', '.join(MODEL_ALIASES)})")
+        return p, p
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ConvertError(f"{p} is a folder without config.json: not a Hugging Face model folder")
+        conv = paths.ROOT / "llama.cpp" / "convert_hf_to_gguf.py"
+        if not conv.is_file():
+            raise ConvertError(f"{conv} is missing: run scripts/fetch-llama.sh to converting Hugging Face folders")
+        out = workdir / (p.name + "-f16.gguf")
+        print(f"oscar-convert: converting {p} to GGUF with {conv.name}", file=sys.stderr)
+        r = subprocess.run([sys.executable, str(conv), str(p), "--outfile", str(out), "--outtype", "f16"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ConvertError(f"{conv.name} failed on {p}:\n{r.stderr[-2000:]}")
+        return out, p
+    raise ConvertError(f"MODEL {spec}: no such file or folder, and not a zoo alias ({', '.join(MODEL_ALIASES)})")
+
+
+def convert_main(argv: list[str] | None = None) -> int:
+    """``oscar-convert``: a GGUF with calibrated OSCAR rotations and clip ratios embedded."""
+    import time
+    from . import calibrate as cal, gguf_io, zoo
+
+    ap = argparse.ArgumentParser(
+        prog="oscar-convert",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write a copy of a model GGUF that carries OSCAR's calibrated KV rotations "
+                    "(blk.N.attn_k_oscar_rot, blk.N.attn_v_oscar_rot) and per-layer clip ratios "
+                    "(oscar.clip_k, oscar.clip_v), which our llama.cpp applies to an oscar2 KV cache "
+                    "in place of its data-free Hadamard rotation. All original tensors and metadata are "
+                    "copied unchanged; the input is never modified.",
+        epilog="rotations:\n"
+               "  zoo        use the bundled (or $OSCAR_ZOO) rotation file whose fingerprint matches the model\n"
+               "  calibrate  run the model in PyTorch over --calib-data (CPU; SmolLM2-135M with 32k tokens takes\n"
+               "             a few minutes), compute attention-aware covariances, rotations U*H*P and search the\n"
+               "             clip ratios per layer against the attention-output error\n"
+               "  FILE       a rotation .npz written by --save-rotations (checked against the model)\n\n"
+               "examples:\n"
+               "  oscar-convert smollm2-135m --rotations zoo -o smollm2-oscar.gguf\n"
+               "  oscar-convert model.gguf --rotations calibrate --calib-data valid.txt -o model-oscar.gguf\n"
+               "  oscar zoo list")
+    ap.add_argument("model", metavar="MODEL",
+                    help=f"GGUF file, Hugging Face folder, or zoo alias ({', '.join(MODEL_ALIASES)})")
+    ap.add_argument("--rotations", required=True, metavar="{zoo,calibrate,FILE}", help="where the rotations come from")
+    ap.add_argument("-o", "--output", required=True, metavar="OUT.gguf", help="output GGUF (must not exist unless --force)")
+    ap.add_argument("--calib-data", default=None,
+                    help="calibration text: a text file or 'wikitext2' (needs network and `datasets`); "
+                         "default: the shared WikiText-2 validation split. Never the text you evaluate on.")
+    ap.add_argument("--calib-tokens", type=int, default=cal.DEFAULT_TOKENS,
+                    help=f"tokens for the covariances (default {cal.DEFAULT_TOKENS})")
+    ap.add_argument("--heldout-tokens", type=int, default=cal.DEFAULT_HELDOUT,
+                    help=f"further tokens that score the clip search (default {cal.DEFAULT_HELDOUT})")
+    ap.add_argument("--calib-ctx", type=int, default=cal.DEFAULT_CTX, help=f"tokens per chunk (default {cal.DEFAULT_CTX})")
+    ap.add_argument("--per-head", action="store_true", help="one rotation per layer and KV head (default: per layer)")
+    ap.add_argument("--save-rotations", metavar="FILE.npz", help="also write the rotations as a rotation file")
+    ap.add_argument("--force", action="store_true", help="overwrite an existing output")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    out = Path(a.output)
+    try:
+        if out.exists() and not a.force:
+            raise ConvertError(f"output {out} already exists: pass --force to overwrite it, or choose another -o")
+        if a.calib_tokens < 64 or a.heldout_tokens < 400:
+            raise ConvertError("--calib-tokens must be >= 64 and --heldout-tokens >= 400 (the clip search needs "
+                               "queries beyond the 64 sink + 256 recent 16-bit tokens)")
+        with tempfile.TemporaryDirectory(dir=out.resolve().parent) as tmp:
+            gguf_path, src = _resolve_model(a.model, Path(tmp))
+            if out.exists() and out.resolve() == gguf_path.resolve():
+                raise ConvertError(f"output {out} is the input model: the input is never modified, choose another -o")
+            try:
+                shape = gguf_io.model_shape(gguf_path)
+            except ValueError as e:
+                raise ConvertError(str(e)) from e
+            how = a.rotations
+            if a.rotations == "zoo":
+                try:
+                    f, entry = zoo.find(shape, per_head=True if a.per_head else None)
+                except zoo.NoZooEntry as e:
+                    raise ConvertError(str(e)) from e
+                rot = zoo.Rotations.load(f)
+                rot.validate(shape, f"zoo file {f}")
+                how = f"zoo:{entry['name']}"
+            elif a.rotations == "calibrate":
+                from . import paths
+                data = a.calib_data or str(paths.WIKITEXT2_VALID)
+                try:
+                    rot, rep = cal.calibrate(src, gguf_path, shape, data, a.calib_tokens, a.heldout_tokens,
+                                             a.calib_ctx, a.per_head, progress=not a.quiet)
+                except (ValueError, FileNotFoundError, RuntimeError) as e:
+                    raise ConvertError(str(e)) from e
+                how = (f"calibrated on {rep.fit_tokens}+{rep.heldout_tokens} tokens in "
+                       f"{rep.capture_s + rep.search_s:.0f} s, attention-output error {100 * rep.rel_error:.2f} % "
+                       f"(fixed clips {100 * rep.rel_error_fixed:.2f} %)")
+            else:
+                f = Path(a.rotations)
+                try:
+                    rot = zoo.Rotations.load(f)
+                except (ValueError, FileNotFoundError) as e:
+                    raise ConvertError(f"{e} (--rotations takes zoo, calibrate or a rotation file)") from e
+                rot.validate(shape, f"rotation file {f}")
+                how = f"file:{f.name}"
+            if a.per_head and not rot.per_head:
+                raise ConvertError(f"--per-head asked for, but the rotations ({how}) are per layer")
+            if a.save_rotations:
+                rot.save(a.save_rotations)
+            cal_meta = rot.meta.get("calibration", {})
+            gguf_io.write_oscar_gguf(gguf_path, out, rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v,
+                                     rot.meta.get("sink_tokens", 64), rot.meta.get("recent_tokens", 256),
+                                     str(cal_meta.get("data", "unknown")), int(cal_meta.get("tokens", 0)),
+                                     str(cal_meta.get("objective", "unknown")), force=a.force, progress=not a.quiet)
+    except (ConvertError, zoo.RotationMismatch, FileExistsError) as e:
+        print(f"oscar-convert: error: {e}", file=sys.stderr)
+        return 1
+    kind = "per-head" if rot.per_head else "per-layer"
+    print(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations D={shape.head_dim}, "
+          f"clip K {rot.clip_k.min():.3f}-{rot.clip_k.max():.3f} V {rot.clip_v.min():.3f}-{rot.clip_v.max():.3f}; "
+          f"{how}) in {time.time() - t0:.1f} s", file=sys.stderr)
+    return 0
+
+
+def oscar_main(argv: list[str] | None = None) -> int:
+    """``oscar``: small utilities (``oscar zoo list``)."""
+    from . import zoo
+
+    ap = argparse.ArgumentParser(prog="oscar", description="OSCAR utilities.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    z = sub.add_parser("zoo", help="the rotation zoo (bundled zoo/ and $OSCAR_ZOO)")
+    zs = z.add_subparsers(dest="zoo_cmd", required=True)
+    zs.add_parser("list", help="print the zoo entries")
+    a = ap.parse_args(argv)
+    if a.cmd == "zoo" and a.zoo_cmd == "list":
+        print(zoo.format_list())
+    return 0
