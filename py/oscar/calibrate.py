@@ -103,12 +103,12 @@ def calibrate(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.Model
     import torch
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     t0 = time.time()
+    text = capture.load_calibration_text(data)  # first: a bad --calib-data fails before the slow load
     model, tok, info = capture.load_model(model_src)
     for key, want in (("n_layer", shape.n_layer), ("n_head", shape.n_head), ("n_head_kv", shape.n_head_kv),
                       ("head_dim", shape.head_dim)):
         if getattr(info, key) != want:
             raise ValueError(f"PyTorch model and GGUF disagree on {key}: {getattr(info, key)} vs {want}")
-    text = capture.load_calibration_text(data)
     ctx = min(ctx, max(n_tokens, 64))
     fit = capture.tokenize_chunks(tok, text, n_tokens, ctx)
     held = capture.tokenize_chunks(tok, text, heldout_tokens, max(ctx, min(heldout_tokens, DEFAULT_CTX)),

@@ -143,11 +143,6 @@ def load_model(model: str | Path, dtype: str = "float32"):
     ``oscar_capture`` attention. Raises :class:`UnsupportedModel` for architectures
     the capture does not handle, naming them and the supported ones.
     """
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
     p = Path(model)
     kw: dict = {}
     if p.is_file():
@@ -156,9 +151,10 @@ def load_model(model: str | Path, dtype: str = "float32"):
             raise UnsupportedModel(
                 f"{p}: architecture '{arch}' is not supported by the calibration capture "
                 f"(supported: {', '.join(SUPPORTED_GGUF_ARCHS)}); use --rotations FILE with a rotation "
-                "file made elsewhere, or convert without calibrated rotations")
+                "file made for this model elsewhere (without OSCAR tensors llama.cpp uses its data-free Hadamard)")
         src, kw["gguf_file"] = str(p.parent), p.name
     elif p.is_dir():
+        from transformers import AutoConfig
         src = str(p)
         mt = AutoConfig.from_pretrained(src).model_type
         if mt not in SUPPORTED_MODEL_TYPES and mt != "gemma3":
@@ -167,6 +163,11 @@ def load_model(model: str | Path, dtype: str = "float32"):
                 f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
     else:
         raise FileNotFoundError(f"{p}: no such model file or folder")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
     register_attention()
     tok = AutoTokenizer.from_pretrained(src, **kw)
     m = AutoModelForCausalLM.from_pretrained(src, dtype=getattr(torch, dtype), **kw)

@@ -21,7 +21,8 @@ def eval_main(argv: list[str] | None = None) -> int:
                     "chunks, and reports perplexity, KL divergence against f16 (mean and 99th "
                     "percentile) and top-1 agreement.",
         epilog="KV configurations: a type (f16, q8_0, q4_0, oscar2), a K/V pair (q8_0/oscar2), "
-               "optionally with +norot to turn llama.cpp's Hadamard rotation off (oscar2+norot).")
+               "optionally with +norot to turn llama.cpp's Hadamard rotation off (oscar2+norot) and, "
+               "for oscar2, the 16-bit windows (oscar2:sink=0,recent=0; default 64 and 256).")
     ap.add_argument("model", help="GGUF model file")
     ap.add_argument("--text", required=True, help="evaluation text file (e.g. wiki.test.raw)")
     ap.add_argument("--kv", default="q8_0,q4_0,oscar2", help="comma-separated KV configurations")
@@ -35,7 +36,10 @@ def eval_main(argv: list[str] | None = None) -> int:
     for p, what in ((a.model, "model"), (a.text, "text")):
         if not Path(p).is_file():
             ap.error(f"{what} file {p} does not exist")
-    configs = [pp.KVConfig.parse(s) for s in a.kv.split(",") if s.strip()]
+    try:
+        configs = pp.parse_kv_list(a.kv)
+    except ValueError as e:
+        ap.error(str(e))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "f16.logits"
@@ -224,7 +228,23 @@ def oscar_main(argv: list[str] | None = None) -> int:
     z = sub.add_parser("zoo", help="the rotation zoo (bundled zoo/ and $OSCAR_ZOO)")
     zs = z.add_subparsers(dest="zoo_cmd", required=True)
     zs.add_parser("list", help="print the zoo entries")
+    za = zs.add_parser("add", help="add a rotation file (from oscar-convert --save-rotations) to a zoo folder")
+    za.add_argument("name", help="entry name, e.g. my-model-7b")
+    za.add_argument("file", help="rotation .npz")
+    za.add_argument("--dir", default=None, help="zoo folder (default: $OSCAR_ZOO)")
     a = ap.parse_args(argv)
     if a.cmd == "zoo" and a.zoo_cmd == "list":
         print(zoo.format_list())
+    elif a.cmd == "zoo" and a.zoo_cmd == "add":
+        import os
+        d = a.dir or os.environ.get("OSCAR_ZOO")
+        if not d:
+            print("oscar zoo add: error: give --dir or set OSCAR_ZOO to your zoo folder", file=sys.stderr)
+            return 1
+        try:
+            f = zoo.add(d, a.name, zoo.Rotations.load(a.file))
+        except (ValueError, FileNotFoundError) as e:
+            print(f"oscar zoo add: error: {e}", file=sys.stderr)
+            return 1
+        print(f"oscar zoo add: wrote {f} and its manifest entry", file=sys.stderr)
     return 0

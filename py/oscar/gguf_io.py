@@ -73,16 +73,33 @@ def _scalar(reader, key: str) -> int:
     return int(v)
 
 
-def model_shape(path: str | Path) -> ModelShape:
-    """Attention shapes and fingerprint of a model GGUF."""
+_readers: dict = {}
+
+
+def open_reader(path: str | Path):
+    """A ``gguf.GGUFReader`` (read-only memmap) for ``path``, cached per process while the
+    file's size and mtime are unchanged (parsing a tokenizer's metadata takes seconds)."""
     from gguf import GGUFReader
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    try:
-        r = GGUFReader(str(path))
-    except Exception as e:  # gguf-py raises ValueError/struct errors on non-GGUF input
-        raise ValueError(f"{path}: not a readable GGUF file ({e})") from e
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _readers:
+        try:
+            r = GGUFReader(str(path), "r")
+        except Exception as e:  # gguf-py raises ValueError/struct errors on non-GGUF input
+            raise ValueError(f"{path}: not a readable GGUF file ({e})") from e
+        if len(_readers) >= 4:
+            _readers.pop(next(iter(_readers)))
+        _readers[key] = r
+    return _readers[key]
+
+
+def model_shape(path: str | Path) -> ModelShape:
+    """Attention shapes and fingerprint of a model GGUF."""
+    path = Path(path)
+    r = open_reader(path)
     arch = _field(r, "general.architecture")
     if arch is None:
         raise ValueError(f"{path}: not a model GGUF (no general.architecture)")
@@ -105,9 +122,9 @@ def model_shape(path: str | Path) -> ModelShape:
 
 def tensor_f32(path: str | Path, name: str) -> np.ndarray:
     """A tensor of a GGUF dequantised to float32, numpy shape (rows, ..., ne0)."""
-    from gguf import GGUFReader, GGMLQuantizationType
+    from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
-    r = GGUFReader(str(path))
+    r = open_reader(path)
     for t in r.tensors:
         if t.name == name:
             return np.asarray(dequantize(t.data, GGMLQuantizationType(t.tensor_type)), dtype=np.float32)
@@ -132,7 +149,7 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
         raise FileExistsError(f"output {dst} is the input model: the input is never modified, choose another -o")
     if dst.exists() and not force:
         raise FileExistsError(f"output {dst} already exists: pass --force to overwrite it, or choose another -o")
-    reader = gguf.GGUFReader(str(src))
+    reader = open_reader(src)
     if any(t.name.endswith("_oscar_rot") for t in reader.tensors) or "oscar.version" in reader.fields:
         raise ValueError(f"{src} already carries OSCAR rotations: convert the original model instead")
     arch = reader.fields["general.architecture"].contents()

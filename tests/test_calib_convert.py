@@ -1,0 +1,260 @@
+"""oscar-convert end to end on SmolLM2 (zoo and calibrate paths) and every bad input."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from oscar import cli, gguf_io, zoo
+from oscar.rotation import hadamard, orthogonality_error
+
+gguf = pytest.importorskip("gguf")
+
+
+def sha(p):
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def shape(smollm2):
+    return gguf_io.model_shape(smollm2)
+
+
+def check_output(src, out, n_layer=30, d=64, per_head=False, hkv=3):
+    """Every original tensor and field unchanged; OSCAR tensors and metadata present and sane."""
+    r0, r = gguf_io.open_reader(src), gguf.GGUFReader(str(out))
+    t0 = {t.name: t for t in r0.tensors}
+    t1 = {t.name: t for t in r.tensors}
+    assert set(t1) == set(t0) | {f"blk.{i}.attn_{x}_oscar_rot" for i in range(n_layer) for x in "kv"}
+    for name, t in t0.items():
+        assert t1[name].tensor_type == t.tensor_type and list(t1[name].shape) == list(t.shape)
+        assert np.array_equal(np.asarray(t1[name].data), np.asarray(t.data)), name
+    for k, f in r0.fields.items():
+        if not k.startswith("GGUF."):
+            assert r.fields[k].contents() == f.contents(), k
+    want = (hkv, d, d) if per_head else (d, d)
+    for i in range(n_layer):
+        for x in "kv":
+            t = t1[f"blk.{i}.attn_{x}_oscar_rot"]
+            assert t.tensor_type == gguf.GGMLQuantizationType.F32
+            a = np.asarray(t.data)
+            assert a.shape == want
+            assert orthogonality_error(a) < 1e-5
+    f = r.fields
+    assert f["oscar.version"].contents() == 1
+    assert f["oscar.sink_tokens"].contents() == 64 and f["oscar.recent_tokens"].contents() == 256
+    ck, cv = f["oscar.clip_k"].contents(), f["oscar.clip_v"].contents()
+    assert len(ck) == len(cv) == n_layer and all(0.5 <= c <= 1 for c in ck + cv)
+    assert f["oscar.calibration.tokens"].contents() > 0
+    assert "attention-output" in f["oscar.calibration.objective"].contents()
+    assert f["oscar.calibration.data"].contents()
+    return r
+
+
+def test_convert_zoo(smollm2, tmp_path, capsys):
+    before = sha(smollm2)
+    out = tmp_path / "smol-zoo.gguf"
+    assert cli.convert_main(["smollm2-135m", "--rotations", "zoo", "-o", str(out), "-q"]) == 0
+    assert "oscar-convert: wrote" in capsys.readouterr().err
+    r = check_output(smollm2, out)
+    assert r.fields["oscar.calibration.tokens"].contents() >= 32768
+    assert sha(smollm2) == before
+    # the zoo rotations are calibrated ones, not the plain Hadamard
+    rk = np.asarray([t for t in r.tensors if t.name == "blk.5.attn_k_oscar_rot"][0].data)
+    assert np.abs(rk - hadamard(64)).max() > 0.1
+
+
+def test_convert_calibrate_small(smollm2, tmp_path, capsys):
+    before = sha(smollm2)
+    out = tmp_path / "smol-cal.gguf"
+    rotf = tmp_path / "rot.npz"
+    rc = cli.convert_main(["smollm2-135m", "--rotations", "calibrate", "--calib-tokens", "256",
+                           "--heldout-tokens", "512", "-o", str(out), "--save-rotations", str(rotf), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "calibrated on 256+512 tokens" in err
+    r = check_output(smollm2, out)
+    assert r.fields["oscar.calibration.tokens"].contents() == 256
+    assert sha(smollm2) == before
+    # the saved rotation file converts again through --rotations FILE, to identical tensors
+    out2 = tmp_path / "smol-file.gguf"
+    assert cli.convert_main([str(smollm2), "--rotations", str(rotf), "-o", str(out2), "-q"]) == 0
+    r2 = gguf.GGUFReader(str(out2))
+    a = {t.name: np.asarray(t.data) for t in r.tensors if "oscar" in t.name}
+    b = {t.name: np.asarray(t.data) for t in r2.tensors if "oscar" in t.name}
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert r2.fields["oscar.clip_k"].contents() == r.fields["oscar.clip_k"].contents()
+
+
+# ----------------------------------------------------------------------------- bad input
+
+def rotations_for(shape, **over):
+    L, d, h = shape.n_layer, shape.head_dim, shape.n_head_kv
+    meta = {"arch": shape.arch, "n_layer": L, "n_head": shape.n_head, "n_head_kv": h, "head_dim": d,
+            "fingerprint": shape.fingerprint, "per_head": False, "sink_tokens": 64, "recent_tokens": 256,
+            "calibration": {"data": "test", "tokens": 1, "objective": "attention-output test"}}
+    meta.update(over.pop("meta", {}))
+    r = zoo.Rotations(np.stack([hadamard(d)] * L).astype(np.float32), np.stack([hadamard(d)] * L).astype(np.float32),
+                      np.full(L, 0.96, np.float32), np.full(L, 0.92, np.float32), meta)
+    for k, v in over.items():
+        setattr(r, k, v)
+    return r
+
+
+def run_bad(args, capsys):
+    rc = cli.convert_main(args + ["-q"])
+    err = capsys.readouterr().err
+    assert rc == 1, err
+    return err
+
+
+@pytest.mark.parametrize("what,over,msg", [
+    ("layers", {"meta": {"n_layer": 29}}, "n_layer 29"),
+    ("head_dim", {"meta": {"head_dim": 128}}, "head_dim 128"),
+    ("heads", {"meta": {"n_head_kv": 1}}, "n_head_kv 1"),
+    ("fingerprint", {"meta": {"fingerprint": "0123456789abcdef"}}, "fingerprint 0123456789abcdef"),
+])
+def test_rotation_file_for_another_model(smollm2, shape, tmp_path, capsys, what, over, msg):
+    f = tmp_path / f"{what}.npz"
+    rotations_for(shape, **over).save(f)
+    out = tmp_path / "out.gguf"
+    err = run_bad([str(smollm2), "--rotations", str(f), "-o", str(out)], capsys)
+    assert msg in err and "another model" in err and "--rotations calibrate" in err
+    assert not out.exists()
+
+
+def test_rotation_file_wrong_array_shape(smollm2, shape, tmp_path, capsys):
+    r = rotations_for(shape)
+    r.rot_k = r.rot_k[:, :32, :32]
+    r.save(tmp_path / "s.npz")
+    err = run_bad([str(smollm2), "--rotations", str(tmp_path / "s.npz"), "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "rot_k has shape (30, 32, 32)" in err
+
+
+def test_non_orthogonal_rotation(smollm2, shape, tmp_path, capsys):
+    r = rotations_for(shape)
+    r.rot_v = r.rot_v.copy()
+    r.rot_v[7] *= 1.05
+    r.save(tmp_path / "n.npz")
+    err = run_bad([str(smollm2), "--rotations", str(tmp_path / "n.npz"), "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "not orthogonal" in err and "rot_v" in err
+    assert not (tmp_path / "o.gguf").exists()
+
+
+def test_not_a_rotation_file(smollm2, tmp_path, capsys):
+    f = tmp_path / "junk.npz"
+    f.write_bytes(b"not a zip")
+    err = run_bad([str(smollm2), "--rotations", str(f), "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "not an OSCAR rotation file" in err
+
+
+def test_no_zoo_entry(smollm2, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(zoo, "BUNDLED_ZOO", tmp_path / "empty-zoo")
+    monkeypatch.setenv("OSCAR_ZOO", str(tmp_path / "user-zoo"))
+    err = run_bad([str(smollm2), "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "no zoo entry" in err and "--rotations calibrate" in err
+
+
+def test_user_zoo_is_searched(smollm2, shape, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(zoo, "BUNDLED_ZOO", tmp_path / "empty-zoo")
+    monkeypatch.setenv("OSCAR_ZOO", str(tmp_path / "user-zoo"))
+    zoo.add(tmp_path / "user-zoo", "mine", rotations_for(shape))
+    assert cli.oscar_main(["zoo", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert "mine" in listing and shape.fingerprint in listing
+    out = tmp_path / "o.gguf"
+    assert cli.convert_main([str(smollm2), "--rotations", "zoo", "-o", str(out), "-q"]) == 0
+    assert "zoo:mine" in capsys.readouterr().err
+    assert out.exists()
+
+
+def test_existing_output_needs_force(smollm2, shape, tmp_path, capsys):
+    f = tmp_path / "r.npz"
+    rotations_for(shape).save(f)
+    out = tmp_path / "exists.gguf"
+    out.write_bytes(b"keep me")
+    err = run_bad([str(smollm2), "--rotations", str(f), "-o", str(out)], capsys)
+    assert "already exists" in err and "--force" in err
+    assert out.read_bytes() == b"keep me"
+    assert cli.convert_main([str(smollm2), "--rotations", str(f), "-o", str(out), "--force", "-q"]) == 0
+    assert out.read_bytes()[:4] == b"GGUF"
+
+
+def test_output_is_input(smollm2, shape, tmp_path, capsys):
+    f = tmp_path / "r.npz"
+    rotations_for(shape).save(f)
+    before = sha(smollm2)
+    err = run_bad([str(smollm2), "--rotations", str(f), "-o", str(smollm2), "--force"], capsys)
+    assert "is the input model" in err
+    assert sha(smollm2) == before
+
+
+def _fake_gguf(path, arch="rwkv6"):
+    w = gguf.GGUFWriter(str(path), arch=arch)
+    w.add_uint32(f"{arch}.block_count", 2)
+    w.add_uint32(f"{arch}.attention.head_count", 2)
+    w.add_uint32(f"{arch}.attention.head_count_kv", 2)
+    w.add_uint32(f"{arch}.embedding_length", 128)
+    w.add_tensor("blk.0.attn_k.weight", np.zeros((128, 128), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_unsupported_architecture_for_capture(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    src = tmp_path / "m.gguf"
+    _fake_gguf(src)
+    before = sha(src)
+    err = run_bad([str(src), "--rotations", "calibrate", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "architecture 'rwkv6' is not supported" in err and "supported:" in err
+    assert sha(src) == before
+
+
+def test_not_a_model(tmp_path, capsys):
+    f = tmp_path / "x.gguf"
+    f.write_bytes(b"hello")
+    err = run_bad([str(f), "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "not a GGUF file" in err
+    err = run_bad([str(tmp_path / "nope"), "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "no such file or folder" in err
+
+
+def test_test_split_refused_as_calibration_data(smollm2, tmp_path, capsys):
+    t = tmp_path / "wiki.test.raw"
+    t.write_text("text " * 1000)
+    err = run_bad([str(smollm2), "--rotations", "calibrate", "--calib-data", str(t), "-o", str(tmp_path / "o.gguf")],
+                  capsys)
+    assert "evaluation" in err
+
+
+def test_help_explains(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.convert_main(["--help"])
+    assert e.value.code == 0
+    h = capsys.readouterr().out
+    for word in ("zoo", "calibrate", "FILE", "--calib-tokens", "--per-head", "--force", "never modified"):
+        assert word in h
+
+
+def test_per_head_rotation_file(smollm2, shape, tmp_path, capsys):
+    """Per-KV-head rotations travel as (Hkv, D, D) tensors; --per-head refuses per-layer ones."""
+    r = rotations_for(shape, meta={"per_head": True})
+    g = np.random.default_rng(0)
+    q, _ = np.linalg.qr(g.standard_normal((30, 3, 64, 64)))
+    r.rot_k = q.astype(np.float32)
+    r.rot_v = np.ascontiguousarray(np.swapaxes(q, -1, -2)).astype(np.float32)
+    r.save(tmp_path / "ph.npz")
+    out = tmp_path / "ph.gguf"
+    assert cli.convert_main([str(smollm2), "--rotations", str(tmp_path / "ph.npz"), "--per-head", "-o", str(out), "-q"]) == 0
+    rd = check_output(smollm2, out, per_head=True)
+    t = [x for x in rd.tensors if x.name == "blk.4.attn_k_oscar_rot"][0]
+    assert list(t.shape) == [64, 64, 3]  # ggml ne order
+    np.testing.assert_array_equal(np.asarray(t.data), r.rot_k[4])
+    rotations_for(shape).save(tmp_path / "pl.npz")
+    err = run_bad([str(smollm2), "--rotations", str(tmp_path / "pl.npz"), "--per-head", "-o", str(tmp_path / "x.gguf")],
+                  capsys)
+    assert "--per-head" in err and "per layer" in err
