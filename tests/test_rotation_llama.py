@@ -1,0 +1,245 @@
+"""OSCAR rotations and clipping inside llama.cpp (our patches), on SmolLM2-135M.
+
+A converted model is written here with gguf-py (all tensors and metadata of the
+original plus random orthogonal rotations and clip ratios), so these tests do not
+depend on the calibration code:
+
+- rotation invariance: with a 16-bit KV cache the rotated model's logits equal the
+  original's (KL divergence against the original, per-layer and per-KV-head rotations);
+- the context log line says which rotation applies (calibrated or Hadamard);
+- a rotation tensor of the wrong shape is refused with a message naming the layer;
+- clipping: the clipped oscar2 cache write equals numpy's clip_rows + quantize bit for
+  bit (tests/c/test-oscar-clip.c), and the per-layer ratios from the GGUF reach the
+  oscar2 cache (and only it).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oscar import paths
+from oscar import perplexity as pp
+from oscar.clip import clip_rows
+from oscar.quant import quantize
+
+# SmolLM2-135M: 30 layers, head size 64, 9 query heads, 3 KV heads
+N_LAYER, HEAD_DIM, N_HEAD_KV = 30, 64, 3
+CTX, CHUNKS = 256, 2
+
+
+def random_rotation(rng: np.random.Generator, d: int) -> np.ndarray:
+    """A random orthogonal (d, d) matrix: Q of the QR decomposition of a Gaussian matrix."""
+    q, r = np.linalg.qr(rng.standard_normal((d, d)))
+    return (q * np.sign(np.diag(r))).astype(np.float32)
+
+
+def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float = 1.0, clip_v: float = 1.0,
+                    seed: int = 0, zeros: dict[str, tuple[int, ...]] | None = None,
+                    rotations: bool = True, f32: bool = False) -> Path:
+    """Copy every tensor and key of ``src`` and add OSCAR rotations and metadata.
+
+    Rotations: numpy R (D, D), or (Hkv, D, D) per KV head, with k' = k @ R.
+    zeros: tensor name -> numpy shape: write zeros of that shape instead (malformed input).
+    rotations=False: no OSCAR tensors or metadata (a plain copy).
+    f32: dequantise the weights to float32. The invariance tests need it: with quantised
+    weights llama.cpp quantises the activations to 8 bits before each matrix product,
+    so a change in the last float32 bit (a different summation order) flips roundings
+    that SmolLM2's massive activations amplify (KL divergence ~3e-3, as much as a q8_0
+    KV cache), and no tight bound could be tested.
+    """
+    import gguf
+
+    reader = gguf.GGUFReader(src)
+    arch = reader.fields["general.architecture"].contents()
+    writer = gguf.GGUFWriter(dst, arch)
+
+    for field in reader.fields.values():
+        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
+            continue
+        val_type = field.types[0]
+        sub_type = field.types[-1] if val_type == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, field.contents(), val_type, sub_type=sub_type)
+
+    for t in reader.tensors:
+        if f32 and t.tensor_type not in (gguf.GGMLQuantizationType.F32,):
+            writer.add_tensor(t.name, gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32))
+        else:
+            writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
+
+    if not rotations:
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        return dst
+
+    writer.add_uint32("oscar.version", 1)
+    writer.add_array("oscar.clip_k", [float(clip_k)] * N_LAYER)
+    writer.add_array("oscar.clip_v", [float(clip_v)] * N_LAYER)
+    writer.add_uint32("oscar.sink_tokens", 64)
+    writer.add_uint32("oscar.recent_tokens", 256)
+    writer.add_string("oscar.calibration.data", "random orthogonal (test)")
+
+    rng = np.random.default_rng(seed)
+    for il in range(N_LAYER):
+        for kind in ("k", "v"):
+            name = f"blk.{il}.attn_{kind}_oscar_rot"
+            if per_head:
+                r = np.stack([random_rotation(rng, HEAD_DIM) for _ in range(N_HEAD_KV)])
+            else:
+                r = random_rotation(rng, HEAD_DIM)
+            if zeros and name in zeros:
+                r = np.zeros(zeros[name], dtype=np.float32)
+            writer.add_tensor(name, r)
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return dst
+
+
+# llama.cpp logs its INFO lines (the oscar line among them) at verbosity 4
+VERBOSE = ["-lv", "4"]
+
+
+@pytest.fixture(scope="module")
+def rotated(smollm2, tmp_path_factory) -> Path:
+    return write_converted(smollm2, tmp_path_factory.mktemp("oscar") / "smollm2-rot.gguf")
+
+
+@pytest.fixture(scope="module")
+def rotated_clip(smollm2, tmp_path_factory) -> Path:
+    return write_converted(smollm2, tmp_path_factory.mktemp("oscar") / "smollm2-rot-clip.gguf",
+                           clip_k=0.5, clip_v=0.5)
+
+
+@pytest.fixture(scope="module")
+def f32_models(smollm2, tmp_path_factory) -> dict[str, Path]:
+    """SmolLM2 with float32 weights: plain, rotated per layer, rotated per KV head."""
+    d = tmp_path_factory.mktemp("oscar-f32")
+    return {
+        "base": write_converted(smollm2, d / "base.gguf", rotations=False, f32=True),
+        "per_layer": write_converted(smollm2, d / "rot.gguf", f32=True),
+        "per_head": write_converted(smollm2, d / "rot-head.gguf", f32=True, per_head=True, seed=1),
+    }
+
+
+@pytest.fixture(scope="module")
+def f32_base(f32_models, wiki_slice, tmp_path_factory, bin_dir):
+    """Logits of the unrotated float32 model with an f16 cache (the KL-divergence base)."""
+    base = tmp_path_factory.mktemp("kld") / "f16.kld"
+    res = pp.run(f32_models["base"], wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=CHUNKS,
+                 kld_base=base, save_base=True)
+    return base, res
+
+
+def oscar_line(log: str) -> str:
+    m = re.search(r"^.*oscar: (calibrated|no calibrated).*$", log, re.M)
+    assert m, "no oscar log line in:\n" + log[-3000:]
+    return m.group(0)
+
+
+@pytest.mark.parametrize("variant", ["per_layer", "per_head"])
+def test_rotation_invariance_f16(variant, f32_models, wiki_slice, f32_base):
+    """q'.k' = q.k and o' R_V^T = o: with a 16-bit cache the rotated model gives the
+    original logits up to float rounding (measured: KLD ~1e-6, PPL within 1e-4)."""
+    base, ref = f32_base
+    res = pp.run(f32_models[variant], wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=CHUNKS,
+                 kld_base=base, extra=VERBOSE)
+    kind = "per layer" if variant == "per_layer" else "per KV head"
+    assert f"oscar: calibrated rotations ({kind}) from the GGUF" in oscar_line(res.log)
+    assert res.kld_mean is not None and res.kld_mean < 1e-4, res.kld_mean
+    assert res.same_top >= 99.5, res.same_top
+    assert abs(res.ppl / ref.ppl - 1) < 1e-3, (res.ppl, ref.ppl)
+
+
+def test_zero_rotation_changes_logits(smollm2, tmp_path, wiki_slice, f32_base):
+    """A well-shaped but zero V rotation in one layer wipes that layer's attention output:
+    the logits move, so the invariance above does not come from an unused tensor."""
+    bad = write_converted(smollm2, tmp_path / "zero.gguf", f32=True,
+                          zeros={"blk.2.attn_v_oscar_rot": (HEAD_DIM, HEAD_DIM)})
+    base, _ = f32_base
+    res = pp.run(bad, wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=CHUNKS, kld_base=base)
+    assert res.kld_mean > 1e-2, res.kld_mean
+
+
+def test_log_line_oscar2_uses_calibrated_rotations(rotated, wiki_slice):
+    res = pp.run(rotated, wiki_slice, pp.KVConfig("oscar2", "oscar2"), ctx=CTX, chunks=1, extra=VERBOSE)
+    assert oscar_line(res.log).endswith(
+        "oscar: calibrated rotations (per layer) from the GGUF, clip K/V from metadata")
+    assert np.isfinite(res.ppl)
+
+
+def test_log_line_without_rotations_says_hadamard(smollm2, wiki_slice):
+    res = pp.run(smollm2, wiki_slice, pp.KVConfig("oscar2", "oscar2"), ctx=CTX, chunks=1, extra=VERBOSE)
+    assert oscar_line(res.log).endswith(
+        "oscar: no calibrated rotations in the model, using llama.cpp's Hadamard rotation")
+    res = pp.run(smollm2, wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=1, extra=VERBOSE)
+    assert "no calibrated rotations in the model" in oscar_line(res.log)
+
+
+@pytest.mark.parametrize("name,shape,found", [
+    ("blk.3.attn_k_oscar_rot", (64, 32), "[32, 64]"),
+    ("blk.7.attn_v_oscar_rot", (2, 64, 64), "[64, 64, 2]"),
+])
+def test_bad_rotation_shape_is_named(smollm2, tmp_path, wiki_slice, bin_dir, name, shape, found):
+    bad = write_converted(smollm2, tmp_path / "bad.gguf", zeros={name: shape})
+    layer = name.split(".")[1]
+    p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(bad), "-f", str(wiki_slice),
+                        "-c", str(CTX), "--chunks", "1", "-fa", "on"], capture_output=True, text=True)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert f"oscar: layer {layer}: tensor '{name}' has shape {found}" in out, out[-3000:]
+    assert "expected [64, 64] or [64, 64, 3]" in out, out[-3000:]
+
+
+def test_clip_ratio_is_validated(smollm2, tmp_path, wiki_slice, bin_dir):
+    bad = write_converted(smollm2, tmp_path / "badclip.gguf", clip_k=1.5)
+    p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(bad), "-f", str(wiki_slice),
+                        "-c", str(CTX), "--chunks", "1", "-fa", "on"], capture_output=True, text=True)
+    assert p.returncode != 0
+    assert "oscar.clip_k" in p.stdout + p.stderr and "0 < r <= 1" in p.stdout + p.stderr
+
+
+def test_clip_only_in_oscar2_cache(rotated, rotated_clip, wiki_slice):
+    """Clip ratios from the GGUF change the oscar2 cache and nothing else."""
+    f16_a = pp.run(rotated, wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=CHUNKS)
+    f16_b = pp.run(rotated_clip, wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=CHUNKS, extra=VERBOSE)
+    assert f16_a.ppl == f16_b.ppl
+    assert "no clipping (the K/V cache is not oscar2)" in oscar_line(f16_b.log)
+    o2_a = pp.run(rotated, wiki_slice, pp.KVConfig("oscar2", "oscar2"), ctx=CTX, chunks=CHUNKS)
+    o2_b = pp.run(rotated_clip, wiki_slice, pp.KVConfig("oscar2", "oscar2"), ctx=CTX, chunks=CHUNKS)
+    assert np.isfinite(o2_a.ppl) and np.isfinite(o2_b.ppl)
+    assert abs(o2_b.ppl / o2_a.ppl - 1) > 0.01, (o2_a.ppl, o2_b.ppl)
+
+
+@pytest.mark.parametrize("r", [1.0, 0.96, 0.92, 0.5, 1e-4])
+@pytest.mark.parametrize("src", ["f32", "f16"])
+def test_clipped_cache_write_matches_numpy(bin_dir, tmp_path, r, src):
+    """ggml_set_rows_clip into oscar2 == numpy clip_rows then quantize, bit for bit."""
+    prog = bin_dir / "test-oscar-clip"
+    if not prog.exists():
+        pytest.fail(f"{prog} is missing (tests/c/test-oscar-clip.c is not built)")
+    rng = np.random.default_rng(42)
+    n_rows, n_heads = 41, 3
+    x = (rng.standard_normal((n_rows, n_heads * HEAD_DIM))
+         * np.exp(rng.standard_normal((n_rows, n_heads * HEAD_DIM)))).astype(np.float32)
+    x[0, :HEAD_DIM] = 1.0          # all equal
+    # many ties; no zeros: clipping a row with zeros at r ~ 0 gives +0 and -0, and the
+    # C and numpy quantisers pick different signs of zero for the block minimum
+    x[1, :HEAD_DIM] = (np.arange(HEAD_DIM) % 5 + 1.0) * np.where(np.arange(HEAD_DIM) % 2, -1, 1)
+    inp, out = tmp_path / "in.f32", tmp_path / "out.bin"
+    x.tofile(inp)
+    cmd = [str(prog), str(inp), str(out), str(n_heads * HEAD_DIM), str(HEAD_DIM), repr(r)]
+    if src == "f16":
+        cmd.append("f16")
+    subprocess.run(cmd, check=True, capture_output=True)
+    got = np.fromfile(out, dtype=np.uint8).reshape(-1, 20)
+    xs = x.astype(np.float16).astype(np.float32) if src == "f16" else x
+    ref = quantize(clip_rows(xs.reshape(n_rows, n_heads, HEAD_DIM), r))
+    assert np.array_equal(got, ref), f"{(got != ref).any(axis=1).sum()} blocks differ"
