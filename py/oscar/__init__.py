@@ -10,11 +10,11 @@ bindings (llama-cpp-python loading our ``libllama``). Small modules, one job eac
 """
 from .quant import GGML_TYPE_OSCAR2
 
-__all__ = ["GGML_TYPE_OSCAR2", "load", "kv_type"]
+__all__ = ["GGML_TYPE_OSCAR2", "load", "kv_type", "describe"]
 
 
 def __getattr__(name):  # keep `import oscar` light: the bindings load libllama
-    if name in ("load", "kv_type"):
+    if name in ("load", "kv_type", "describe"):
         from . import llama
         return getattr(llama, name)
     raise AttributeError(name)

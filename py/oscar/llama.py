@@ -43,13 +43,20 @@ def bindings():
 
 
 def load(model: str | os.PathLike, kv: str = "oscar2", *, kv_k: str | None = None, kv_v: str | None = None,
+         kv_sink: int | None = None, kv_recent: int | None = None,
          n_ctx: int = 4096, n_threads: int | None = None, verbose: bool = False, **kwargs: Any):
     """Open ``model`` (a GGUF path) with the KV cache stored as ``kv``.
 
     kv sets both K and V; ``kv_k``/``kv_v`` override one side (mixed pairs such as
     K ``q8_0`` and V ``oscar2``). Flash attention is on: the ``oscar2`` cache is read
-    only by the flash-attention kernels. Other keyword arguments go to
-    ``llama_cpp.Llama``. Returns the ``llama_cpp.Llama`` object.
+    only by the flash-attention kernels.
+
+    kv_sink / kv_recent: positions kept in 16-bit beside an ``oscar2`` cache, the first
+    ``kv_sink`` of each sequence and the ``kv_recent`` before each query (0 turns a
+    window off; default: the model's ``oscar.sink_tokens``/``oscar.recent_tokens``,
+    else 64 and 256). Same as ``--kv-sink``/``--kv-recent`` of the llama.cpp tools.
+
+    Other keyword arguments go to ``llama_cpp.Llama``. Returns the ``llama_cpp.Llama`` object.
     """
     path = Path(model)
     if not path.is_file():
@@ -57,8 +64,30 @@ def load(model: str | os.PathLike, kv: str = "oscar2", *, kv_k: str | None = Non
     llama_cpp = bindings()
     type_k = kv_type(kv_k or kv)
     type_v = kv_type(kv_v or kv)
+    overrides = dict(kwargs.pop("kv_overrides", None) or {})
+    for name, key, value in (("kv_sink", "oscar.sink_tokens", kv_sink), ("kv_recent", "oscar.recent_tokens", kv_recent)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a number of tokens (an int, 0 or more), got {value!r}")
+        overrides[key] = value
+    if overrides:
+        kwargs["kv_overrides"] = overrides
     kwargs.setdefault("flash_attn", True)
     if not kwargs["flash_attn"] and GGML_TYPE_OSCAR2 in (type_k, type_v):
         raise ValueError("the oscar2 KV cache needs flash attention: leave flash_attn=True")
     return llama_cpp.Llama(model_path=str(path), type_k=type_k, type_v=type_v, n_ctx=n_ctx,
                            n_threads=n_threads, verbose=verbose, **kwargs)
+
+
+def describe(llm) -> str:
+    """One line on the ``oscar2`` cache of a loaded model: which sides are 2-bit, the
+    16-bit windows in force and the memory of each tier ("" without an oscar2 side)."""
+    import ctypes
+    llama_cpp = bindings()
+    fn = llama_cpp.llama_cpp._lib.llama_oscar_kv_describe
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    fn.restype = ctypes.c_int32
+    buf = ctypes.create_string_buffer(1024)
+    n = fn(llm.ctx, buf, len(buf))
+    return buf.value.decode() if n > 0 else ""

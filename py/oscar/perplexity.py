@@ -21,6 +21,7 @@ class KVConfig:
     k: str
     v: str
     env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)
     label: str = ""
 
     @property
@@ -29,14 +30,37 @@ class KVConfig:
 
     @classmethod
     def parse(cls, spec: str) -> "KVConfig":
-        """``oscar2``, ``q8_0/oscar2`` (K/V), optionally ``+norot`` (llama.cpp's Hadamard off)."""
+        """``oscar2``, ``q8_0/oscar2`` (K/V); ``+norot`` turns llama.cpp's Hadamard rotation
+        off; ``:sink=N,recent=M`` sets the 16-bit windows of an oscar2 cache."""
         env: dict[str, str] = {}
-        base = spec
+        args: list[str] = []
+        base, _, opts = spec.partition(":")
         if base.endswith("+norot"):
             base = base[: -len("+norot")]
             env["LLAMA_ATTN_ROT_DISABLE"] = "1"
+        for opt in filter(None, opts.split(",")):
+            key, _, val = opt.partition("=")
+            flag = {"sink": "--kv-sink", "recent": "--kv-recent"}.get(key.strip())
+            if flag is None or not val.strip().isdigit():
+                raise ValueError(f"bad option '{opt}' in KV configuration '{spec}': use sink=N and recent=N")
+            args += [flag, val.strip()]
         k, _, v = base.partition("/")
-        return cls(k=k, v=v or k, env=env, label=spec)
+        return cls(k=k, v=v or k, env=env, args=args, label=spec)
+
+
+def parse_kv_list(spec: str) -> list[KVConfig]:
+    """Comma-separated configurations; ``key=value`` parts belong to the one before
+    (``q4_0,oscar2:sink=0,recent=0`` is two configurations)."""
+    items: list[str] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" in part and ":" not in part and items:
+            items[-1] += "," + part
+        else:
+            items.append(part)
+    return [KVConfig.parse(s) for s in items]
 
 
 @dataclass
@@ -92,7 +116,7 @@ def run(model: str | Path, text_file: str | Path, cfg: KVConfig, ctx: int, chunk
         cmd += ["--kl-divergence-base", str(kld_base)]
         if not save_base:
             cmd += ["--kl-divergence"]
-    cmd += extra or []
+    cmd += cfg.args + (extra or [])
     env = dict(os.environ, **cfg.env)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:

@@ -1,0 +1,216 @@
+"""16-bit sink and recent windows beside the oscar2 cache (issue: mixed precision).
+
+References: the same model decoded token by token (the windows are relative to each
+query, so one batch and token-by-token decoding must agree), the state before a
+save/restore, an f16 cache, and the float64 two-tier attention in tests/c."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import oscar
+from lowlevel import Context
+
+N_PROMPT = 420  # longer than 64 + 256
+
+
+@pytest.fixture(scope="module")
+def llm(smollm2):
+    return oscar.load(smollm2, kv="oscar2", n_ctx=512)
+
+
+@pytest.fixture(scope="module")
+def prompt(llm, wiki_slice) -> list[int]:
+    toks = llm.tokenize(wiki_slice.read_bytes()[:20000], add_bos=True)
+    assert len(toks) > N_PROMPT + 200
+    return toks
+
+
+def test_two_tier_kernel_against_float64(bin_dir):
+    p = subprocess.run([str(bin_dir / "test-oscar2"), "fa-windows"], capture_output=True, text=True)
+    assert p.returncode == 0 and "12 passed, 0 failed" in p.stdout, p.stdout
+
+
+def test_settings_and_memory_by_tier_are_reported(llm):
+    with Context(llm, n_ctx=4096) as c:
+        d = c.describe()
+    assert "K and V in oscar2" in d and "64 sink + 256 recent" in d and "MiB" in d
+    with Context(llm, kv="f16") as c:
+        assert c.describe() == ""
+
+
+def test_one_batch_equals_token_by_token(llm, prompt):
+    """Prompt processing and decoding see the same values: the windows are query-relative."""
+    toks = prompt[:N_PROMPT]
+    with Context(llm) as c:
+        batch = c.decode(toks, 0)
+    with Context(llm, n_ubatch=128, n_batch=128) as c:  # several ubatches
+        ubatched = c.decode(toks, 0)
+    with Context(llm) as c:
+        single = np.concatenate([c.decode([t], i) for i, t in enumerate(toks)])
+    for other in (ubatched, single):
+        diff = np.abs(batch - other).max(axis=1)
+        assert diff.max() < 0.05, f"max logit difference {diff.max():.4f} at position {diff.argmax()}"
+        assert (batch.argmax(1) == other.argmax(1)).mean() > 0.99
+
+
+def test_windows_bring_oscar2_close_to_f16(llm, prompt, smollm2):
+    toks = prompt[:N_PROMPT]
+    with Context(llm, kv="f16") as c:
+        ref = c.decode(toks, 0)
+    with Context(llm) as c:
+        win = c.decode(toks, 0)
+    off = oscar.load(smollm2, kv="oscar2", n_ctx=512, kv_sink=0, kv_recent=0)
+    with Context(off) as c:
+        assert "no 16-bit windows" in c.describe()
+        nowin = c.decode(toks, 0)
+
+    def kld(a, b):
+        la = a - a.max(1, keepdims=True); la -= np.log(np.exp(la).sum(1, keepdims=True))
+        lb = b - b.max(1, keepdims=True); lb -= np.log(np.exp(lb).sum(1, keepdims=True))
+        return float((np.exp(la) * (la - lb)).sum(1).mean())
+
+    # positions beyond the windows are where the 2-bit tier is read
+    k_win, k_off = kld(ref[330:], win[330:]), kld(ref[330:], nowin[330:])
+    assert k_win < 0.5 * k_off, (k_win, k_off)
+
+
+def test_state_save_restore_decodes_exactly_as_before(llm, prompt):
+    toks, cont = prompt[:N_PROMPT], prompt[N_PROMPT:N_PROMPT + 6]
+    with Context(llm) as c:
+        c.decode(toks, 0, all_logits=False)
+        state = c.seq_state(0)
+        a = c.decode(cont, N_PROMPT)
+        c.ll.llama_memory_clear(c.mem, True)
+        c.set_seq_state(state, 0)
+        b = c.decode(cont, N_PROMPT)
+    assert np.array_equal(a, b)
+    # into a fresh context too
+    with Context(llm) as c:
+        c.set_seq_state(state, 0)
+        b2 = c.decode(cont, N_PROMPT)
+    assert np.array_equal(a, b2)
+
+
+def test_sequence_copy_and_several_sequences(llm, prompt):
+    toks, nxt = prompt[:N_PROMPT], prompt[N_PROMPT:N_PROMPT + 4]
+    with Context(llm, n_seq_max=2, n_ctx=2048) as c:
+        c.decode(toks, 0, all_logits=False)
+        c.ll.llama_memory_seq_cp(c.mem, 0, 1, -1, -1)
+        a = c.decode(nxt, N_PROMPT, seq=0)
+        b = c.decode(nxt, N_PROMPT, seq=1)
+    with Context(llm) as c:
+        c.decode(toks, 0, all_logits=False)
+        ref = c.decode(nxt, N_PROMPT)
+    assert np.abs(a - b).max() < 1e-3
+    assert np.abs(a - ref).max() < 0.05
+
+
+def test_sequence_removal_keeps_the_window(llm, prompt):
+    """Cut a sequence back and continue differently (server prompt-cache reuse): the result
+    matches a context that never saw the removed tokens."""
+    p, x, y = prompt[:N_PROMPT], prompt[N_PROMPT:N_PROMPT + 60], prompt[N_PROMPT + 60:N_PROMPT + 120]
+    with Context(llm, n_ctx=1024) as c:
+        c.decode(p, 0, all_logits=False)
+        c.decode(x, N_PROMPT, all_logits=False)
+        assert c.ll.llama_memory_seq_rm(c.mem, 0, N_PROMPT, -1)
+        cut = c.decode(y, N_PROMPT)
+    with Context(llm, n_ctx=1024) as c:
+        c.decode(p, 0, all_logits=False)
+        fresh = c.decode(y, N_PROMPT)
+    assert np.abs(cut - fresh).max() < 0.05
+
+
+def test_context_shift(llm, prompt):
+    """Positions shifted down (llama.cpp's context shift): the 16-bit copies move with their cells."""
+    n_keep, n_drop = 4, 200
+    toks = prompt[:N_PROMPT]
+    with Context(llm, n_ctx=1024) as c:
+        c.decode(toks, 0, all_logits=False)
+        c.ll.llama_memory_seq_rm(c.mem, 0, n_keep, n_keep + n_drop)
+        c.ll.llama_memory_seq_add(c.mem, 0, n_keep + n_drop, -1, -n_drop)
+        shifted = c.decode(prompt[N_PROMPT:N_PROMPT + 4], N_PROMPT - n_drop)
+    with Context(llm, n_ctx=1024) as c:  # the same tokens at the same positions, computed directly
+        direct = c.decode(toks[:n_keep] + toks[n_keep + n_drop:] + prompt[N_PROMPT:N_PROMPT + 4], 0)[-4:]
+    assert np.isfinite(shifted).all()
+    cos = (shifted * direct).sum(1) / np.linalg.norm(shifted, axis=1) / np.linalg.norm(direct, axis=1)
+    # the remaining prompt was computed before the shift (it saw the dropped tokens): close, not equal
+    assert cos.min() > 0.97, cos
+    assert (shifted.argmax(1) == direct.argmax(1)).mean() >= 0.75
+
+
+def test_bad_window_settings(bin_dir, smollm2):
+    for bad in ("-3", "abc", "1.5"):
+        p = subprocess.run([str(bin_dir / "llama-completion"), "-m", str(smollm2), "-ctk", "oscar2", "-ctv", "oscar2",
+                            "--kv-sink", bad, "-n", "1", "-p", "hi", "-no-cnv"], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0
+        assert "--kv-sink takes a number of tokens" in p.stderr + p.stdout
+    with pytest.raises(ValueError, match="kv_recent must be a number of tokens"):
+        oscar.load(smollm2, kv_recent=-1)
+
+
+def test_windows_covering_the_context_warn_and_run(bin_dir, smollm2):
+    p = subprocess.run([str(bin_dir / "llama-completion"), "-m", str(smollm2), "-ctk", "oscar2", "-ctv", "oscar2",
+                        "-c", "256", "-n", "8", "--temp", "0", "-p", "The capital of France is", "-no-cnv"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "cover the whole context" in p.stderr + p.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _server_completions(bin_dir, model, prompts: list[str], n_parallel: int) -> list[str]:
+    port = _free_port()
+    srv = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(model), "-ctk", "oscar2", "-ctv", "oscar2",
+                            "-fa", "on", "-c", str(2048 * n_parallel), "-np", str(n_parallel),
+                            "--host", "127.0.0.1", "--port", str(port)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            raise AssertionError("llama-server did not become healthy")
+        out: list[str | None] = [None] * len(prompts)
+
+        def ask(i: int) -> None:
+            req = urllib.request.Request(url + "/completion", method="POST", headers={"Content-Type": "application/json"},
+                                         data=json.dumps({"prompt": prompts[i], "n_predict": 12, "temperature": 0,
+                                                          "cache_prompt": False}).encode())
+            with urllib.request.urlopen(req, timeout=300) as r:
+                out[i] = json.loads(r.read())["content"]
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return out
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+
+
+def test_server_four_slots_match_one_slot(bin_dir, smollm2, wiki_slice):
+    text = wiki_slice.read_text(errors="ignore")
+    prompts = [text[i * 3000:i * 3000 + 2200] for i in range(4)]  # ~500 tokens each: beyond 64 + 256
+    many = _server_completions(bin_dir, smollm2, prompts, 4)
+    one = _server_completions(bin_dir, smollm2, prompts, 1)
+    assert all(isinstance(m, str) and m for m in many)
+    assert many == one
