@@ -17,7 +17,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ] || [ "${CUDA:-0}" = 1 ]; then
     cmake -S . -B "$BUILD" "${cmake_args[@]}" >"$BUILD.configure.log" 2>&1 \
         || { tail -30 "$BUILD.configure.log" >&2; echo "build: error: cmake configure failed (log: $BUILD.configure.log)" >&2; exit 1; }
 fi
-targets=(llama llama-server llama-cli llama-completion llama-perplexity llama-bench llama-batched-bench test-oscar2)
+targets=(llama llama-server llama-cli llama-completion llama-perplexity llama-bench llama-batched-bench test-oscar2 test-oscar-clip)
 echo "build: compiling ${targets[*]} with $JOBS jobs"
 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
 
