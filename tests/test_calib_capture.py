@@ -44,8 +44,11 @@ def test_hook_equals_eager_attention(smol, text):
 
     with capture.observing(obs):
         ours = _logits(m, ids, capture.CAPTURE_ATTN)
-    eager = _logits(m, ids, "eager")
     assert sorted(seen) == list(range(info.n_layer))
+    seen.clear()
+    with capture.observing(obs):
+        eager = _logits(m, ids, "eager")
+    assert not seen  # the eager run really ran transformers' own attention
     t = len(ids)
     assert seen[0][:3] == ((t, 9, 64), (t, 3, 64), (t, 3, 64))
     assert seen[0][3] == pytest.approx(64 ** -0.5)

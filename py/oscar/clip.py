@@ -183,7 +183,7 @@ class ClipResult:
     energy: float
 
 
-def search_layer(sims: list[LayerSim], head_dim: int, lo: float = 0.75, rounds: int = 2) -> ClipResult:
+def search_layer(sims: list[LayerSim], head_dim: int, lo: float = 0.5, rounds: int = 2) -> ClipResult:
     """Coordinate descent over clip indices ``k in [floor(lo*(D-1)), D-1]`` (ratios
     ``k/(D-1)``, which include the indices of the fixed ratios): V at the fixed ratio
     while K is searched, then V with the best K, ``rounds`` times. Ties keep the
