@@ -45,13 +45,13 @@ def test_hook_equals_eager_attention(smol, text):
     with capture.observing(obs):
         ours = _logits(m, ids, capture.CAPTURE_ATTN)
     assert sorted(seen) == list(range(info.n_layer))
+    t = len(ids)
+    assert seen[0][:3] == ((t, 9, 64), (t, 3, 64), (t, 3, 64))
+    assert seen[0][3] == pytest.approx(64 ** -0.5)
     seen.clear()
     with capture.observing(obs):
         eager = _logits(m, ids, "eager")
     assert not seen  # the eager run really ran transformers' own attention
-    t = len(ids)
-    assert seen[0][:3] == ((t, 9, 64), (t, 3, 64), (t, 3, 64))
-    assert seen[0][3] == pytest.approx(64 ** -0.5)
     np.testing.assert_allclose(ours, eager, atol=2e-3 * np.abs(eager).max())
     assert (ours.argmax(-1) == eager.argmax(-1)).mean() > 0.99
 

@@ -46,7 +46,7 @@ def check_output(src, out, n_layer=30, d=64, per_head=False, hkv=3):
     assert f["oscar.version"].contents() == 1
     assert f["oscar.sink_tokens"].contents() == 64 and f["oscar.recent_tokens"].contents() == 256
     ck, cv = f["oscar.clip_k"].contents(), f["oscar.clip_v"].contents()
-    assert len(ck) == len(cv) == n_layer and all(0.5 <= c <= 1 for c in ck + cv)
+    assert len(ck) == len(cv) == n_layer and all(0.45 <= c <= 1 for c in ck + cv)
     assert f["oscar.calibration.tokens"].contents() > 0
     assert "attention-output" in f["oscar.calibration.objective"].contents()
     assert f["oscar.calibration.data"].contents()
