@@ -27,19 +27,22 @@ def test_bindings_generate_with_oscar2(smollm2):
     assert len(out["choices"][0]["text"]) > 0
 
 
-def kv_state_bytes(model, kv: str) -> int:
+def kv_state_bytes(model, kv: str, **windows) -> int:
     """Bytes of one sequence's saved state after a fixed prompt: dominated by its KV cache."""
-    llm = oscar.load(model, kv=kv, n_ctx=512)
+    llm = oscar.load(model, kv=kv, n_ctx=512, **windows)
     llm.eval(llm.tokenize(PROMPT.encode() * 8))
     llama_cpp = oscar.llama.bindings()
     return llama_cpp.llama_state_seq_get_size(llm.ctx, 0)
 
 
 def test_cache_really_is_two_bit(smollm2):
-    """The saved KV of a sequence is about 6.4x smaller with oscar2 than with f16 (2.5 vs 16 bits)."""
+    """The saved KV of a sequence is about 6.4x smaller with oscar2 than with f16 (2.5 vs 16 bits);
+    with the 16-bit windows on, the state also carries the 16-bit copies of the window tokens."""
     f16 = kv_state_bytes(smollm2, "f16")
-    o2 = kv_state_bytes(smollm2, "oscar2")
+    o2 = kv_state_bytes(smollm2, "oscar2", kv_sink=0, kv_recent=0)
     assert 5.5 < f16 / o2 < 6.5, (f16, o2)
+    o2_win = kv_state_bytes(smollm2, "oscar2")
+    assert o2 < o2_win < o2 + f16
 
 
 @pytest.mark.parametrize("k,v", [("oscar2", "f16"), ("q8_0", "oscar2"), ("oscar2", "q4_0")])
