@@ -6,6 +6,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 JOBS=${JOBS:-$(nproc)}
+# ccache (used by ggml's CMake when installed) shares objects between clones of the repo
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT}
 BUILD=${BUILD_DIR:-build}
 
 scripts/fetch-llama.sh
