@@ -1,0 +1,27 @@
+"""oscar-convert (zoo path) end to end through llama.cpp: the converted SmolLM2 runs with an
+oscar2 cache using its calibrated rotations and clip ratios, and with an f16 cache it matches
+the original model (rotations are orthogonal; the Q4_1 weights' 8-bit activation quantisation
+leaves a small difference, see tests/test_rotation_llama.py)."""
+from __future__ import annotations
+
+import math
+import subprocess
+
+from oscar import paths
+from oscar import perplexity as pp
+
+
+def test_convert_zoo_then_perplexity(smollm2, wiki_slice, tmp_path):
+    out = tmp_path / "smollm2-oscar.gguf"
+    p = subprocess.run([str(paths.ROOT / ".venv" / "bin" / "oscar-convert"), "smollm2-135m", "--rotations", "zoo",
+                        "-o", str(out), "-q"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    orig = pp.run(smollm2, wiki_slice, pp.KVConfig("f16", "f16"), ctx=512, chunks=2)
+    conv = pp.run(out, wiki_slice, pp.KVConfig("f16", "f16"), ctx=512, chunks=2)
+    assert abs(conv.ppl / orig.ppl - 1) < 0.02, (orig.ppl, conv.ppl)
+    o2 = pp.run(out, wiki_slice, pp.KVConfig.parse("oscar2:sink=0,recent=0"), ctx=512, chunks=2, extra=["-lv", "4"])
+    assert math.isfinite(o2.ppl)
+    assert "calibrated rotations" in o2.log
+    # calibrated rotations + searched clipping beat llama.cpp's Hadamard on the same 2-bit cache
+    had = pp.run(smollm2, wiki_slice, pp.KVConfig.parse("oscar2:sink=0,recent=0"), ctx=512, chunks=2)
+    assert o2.ppl < had.ppl, (o2.ppl, had.ppl)
