@@ -22,6 +22,7 @@ np.savez("results/calib/smollm2-fixedclip.npz", **d)
 PY
 .venv/bin/oscar-convert models/SmolLM2-135M-Instruct.Q4_1.gguf --rotations results/calib/smollm2-fixedclip.npz \
     -o models/smollm2-oscar-fixedclip.gguf --force -q
+[ -n "${ONLY_CONVERT:-}" ] && exit 0
 .venv/bin/oscar-eval models/smollm2-oscar-zoo.gguf --text "$TEXT" --ctx 4096 --chunks $CHUNKS \
     --kv "oscar2,oscar2:sink=0,recent=0" --markdown $OUT/zoo.md --json $OUT/zoo.json
 .venv/bin/oscar-eval models/smollm2-oscar-fixedclip.gguf --text "$TEXT" --ctx 4096 --chunks $CHUNKS \

@@ -1,15 +1,11 @@
 #!/usr/bin/env bash
-# Figures of the oscar2 cache and its 16-bit windows on SmolLM2-135M (docs/RESULTS.md),
-# written to results/kv/:
-#   bytes.md    KV memory by type and tier at 4k and 32k context (llama.cpp's own numbers)
-#   quality.md  WikiText-2 test: PPL, KLD vs f16, top-1 agreement at ctx 4096 (CHUNKS chunks)
-#   speed.md    llama-bench decode tokens/s at depth 0 and 4096
+# KV memory of the oscar2 cache and its 16-bit windows on SmolLM2-135M (docs/RESULTS.md
+# section 1), written to results/kv/bytes.md: by type and tier at 4k and 32k context,
+# llama.cpp's own numbers. Quality: scripts/results-quality.py; speed: scripts/results-speed.sh.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 M=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
-TEXT=${TEXT:-../shared/data/wikitext-2-raw/wiki.test.raw}
-CHUNKS=${CHUNKS:-4}
 OUT=results/kv
 mkdir -p $OUT
 scripts/fetch-models.sh smollm2 >/dev/null
@@ -43,17 +39,4 @@ print(f'| $label | {ctx} | {main:.2f} | {hot:.2f} | {tot:.2f} | {tot*2**20/ctx:.
 } > $OUT/bytes.md
 cat $OUT/bytes.md
 
-.venv/bin/oscar-eval "$M" --text "$TEXT" --ctx 4096 --chunks $CHUNKS \
-    --kv "q8_0,q4_0,q4_0+norot,oscar2:sink=0,recent=0,oscar2+norot:sink=0,recent=0,oscar2" \
-    --markdown $OUT/quality.md --json $OUT/quality.json
-
-{
-  build/bin/llama-bench -m "$M" -fa 1 -p 0 -n 32 -d 0,4096 -r 2 -ctk f16,q4_0,oscar2 -ctv f16,q4_0,oscar2 -o md 2>/dev/null \
-      | grep -E "^\|" | grep -E "type_k|---|\| (f16 +\| f16|q4_0 +\| q4_0|oscar2 +\| oscar2) "
-  echo
-  echo "oscar2 with the 16-bit windows off (--kv-sink 0 --kv-recent 0):"
-  echo
-  build/bin/llama-bench -m "$M" -fa 1 -p 0 -n 32 -d 0,4096 -r 2 -ctk oscar2 -ctv oscar2 --kv-sink 0 --kv-recent 0 -o md 2>/dev/null | grep -E "^\|"
-} > $OUT/speed.md
-cat $OUT/speed.md
-echo "results-kv: wrote $OUT/{bytes,quality,speed}.md ($(uname -m), $(nproc) cores, commit $(git rev-parse --short HEAD))"
+echo "results-kv: wrote $OUT/bytes.md ($(uname -m), $(nproc) cores, commit $(git rev-parse --short HEAD))"
