@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 import subprocess
-import time
-import urllib.request
 
 import pytest
 
 import oscar
 from oscar import perplexity as pp
 from oscar import synthetic
+from server import complete, llama_server
 
 PROMPT = "The capital of France is Paris. The capital of Germany is"
 
@@ -116,38 +114,8 @@ def test_llama_cli_single_turn(bin_dir, smollm2):
     assert "Generation:" in p.stdout + p.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_llama_server_completion(bin_dir, smollm2):
-    port = free_port()
-    srv = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(smollm2), "-ctk", "oscar2", "-ctv", "oscar2",
-                            "-fa", "on", "-c", "2048", "--host", "127.0.0.1", "--port", str(port)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(240):
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail("llama-server did not become healthy")
-        req = urllib.request.Request(url + "/completion", method="POST", headers={"Content-Type": "application/json"},
-                                     data=json.dumps({"prompt": PROMPT, "n_predict": 8, "temperature": 0}).encode())
-        with urllib.request.urlopen(req, timeout=120) as r:
-            body = json.loads(r.read())
-        assert body["tokens_predicted"] >= 1
-        assert isinstance(body["content"], str)
-    finally:
-        srv.terminate()
-        try:
-            log, _ = srv.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            log, _ = srv.communicate()
+    with llama_server(bin_dir, smollm2, "-ctk", "oscar2", "-ctv", "oscar2", "-fa", "on", "-c", "2048") as url:
+        body = complete(url, PROMPT, 8)
+    assert body["tokens_predicted"] >= 1
+    assert isinstance(body["content"], str)

@@ -5,18 +5,15 @@ query, so one batch and token-by-token decoding must agree), the state before a
 save/restore, an f16 cache, and the float64 two-tier attention in tests/c."""
 from __future__ import annotations
 
-import json
-import socket
 import subprocess
 import threading
-import time
-import urllib.request
 
 import numpy as np
 import pytest
 
 import oscar
 from lowlevel import Context
+from server import complete, llama_server
 
 N_PROMPT = 420  # longer than 64 + 256
 
@@ -164,47 +161,20 @@ def test_windows_covering_the_context_warn_and_run(bin_dir, smollm2):
     assert "cover the whole context" in p.stderr + p.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _server_completions(bin_dir, model, prompts: list[str], n_parallel: int) -> list[str]:
-    port = _free_port()
-    srv = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(model), "-ctk", "oscar2", "-ctv", "oscar2",
-                            "-fa", "on", "-c", str(2048 * n_parallel), "-np", str(n_parallel),
-                            "--host", "127.0.0.1", "--port", str(port)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            raise AssertionError("llama-server did not become healthy")
-        out: list[str | None] = [None] * len(prompts)
-
+    """Greedy completions of all prompts sent at once to a server with n_parallel slots."""
+    out: list[str | None] = [None] * len(prompts)
+    with llama_server(bin_dir, model, "-ctk", "oscar2", "-ctv", "oscar2", "-fa", "on",
+                      "-c", str(2048 * n_parallel), "-np", str(n_parallel)) as url:
         def ask(i: int) -> None:
-            req = urllib.request.Request(url + "/completion", method="POST", headers={"Content-Type": "application/json"},
-                                         data=json.dumps({"prompt": prompts[i], "n_predict": 12, "temperature": 0,
-                                                          "cache_prompt": False}).encode())
-            with urllib.request.urlopen(req, timeout=300) as r:
-                out[i] = json.loads(r.read())["content"]
+            out[i] = complete(url, prompts[i], 12)["content"]
 
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(prompts))]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        return out
-    finally:
-        srv.terminate()
-        srv.wait(timeout=30)
+    return out
 
 
 def test_server_four_slots_match_one_slot(bin_dir, smollm2, wiki_slice):
