@@ -11,62 +11,21 @@ from tqdm import tqdm
 
 
 def eval_main(argv: list[str] | None = None) -> int:
-    """``oscar-eval``: quality of KV cache types against f16 with llama.cpp's llama-perplexity."""
-    from . import perplexity as pp
+    """``oscar-eval``: quality of KV cache types against f16 (see :mod:`oscar.evaluate`)."""
+    from . import evaluate
+    return evaluate.main(argv)
 
-    ap = argparse.ArgumentParser(
-        prog="oscar-eval",
-        description="Measure what a KV cache type costs in quality: runs our llama-perplexity once "
-                    "with an f16 cache (reference logits), then once per KV configuration on the same "
-                    "chunks, and reports perplexity, KL divergence against f16 (mean and 99th "
-                    "percentile) and top-1 agreement.",
-        epilog="KV configurations: a type (f16, q8_0, q4_0, oscar2), a K/V pair (q8_0/oscar2), "
-               "optionally with +norot to turn llama.cpp's Hadamard rotation off (oscar2+norot) and, "
-               "for oscar2, the 16-bit windows (oscar2:sink=0,recent=0; default 64 and 256).")
-    ap.add_argument("model", help="GGUF model file")
-    ap.add_argument("--text", required=True, help="evaluation text file (e.g. wiki.test.raw)")
-    ap.add_argument("--kv", default="q8_0,q4_0,oscar2", help="comma-separated KV configurations")
-    ap.add_argument("--ctx", type=int, default=4096, help="context per chunk (default 4096)")
-    ap.add_argument("--chunks", type=int, default=None, help="number of chunks (default: all)")
-    ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--json", help="write the results as JSON to this file")
-    ap.add_argument("--markdown", help="write the results table to this markdown file")
-    a = ap.parse_args(argv)
 
-    for p, what in ((a.model, "model"), (a.text, "text")):
-        if not Path(p).is_file():
-            ap.error(f"{what} file {p} does not exist")
-    try:
-        configs = pp.parse_kv_list(a.kv)
-    except ValueError as e:
-        ap.error(str(e))
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "f16.logits"
-        bar = tqdm(total=len(configs) + 1, desc="oscar-eval", unit="run")
-        ref = pp.run(a.model, a.text, pp.KVConfig("f16", "f16"), a.ctx, a.chunks, base, save_base=True, threads=a.threads)
-        bar.update()
-        rows.append({"kv": "f16", "ppl": ref.ppl, "ppl_err": ref.ppl_err, "kld": 0.0, "kld_p99": 0.0, "same_top": 100.0})
-        for cfg in configs:
-            r = pp.run(a.model, a.text, cfg, a.ctx, a.chunks, base, threads=a.threads)
-            bar.update()
-            rows.append({"kv": cfg.name, "ppl": r.ppl, "ppl_err": r.ppl_err, "kld": r.kld_mean, "kld_err": r.kld_err,
-                         "kld_p99": r.kld_p99, "same_top": r.same_top, "same_top_err": r.same_top_err})
-        bar.close()
-    table = ["| KV cache | PPL | KLD vs f16 (mean) | KLD 99% | same top-1 |", "|---|---|---|---|---|"]
-    for r in rows:
-        kld = f"{r['kld']:.4f}" + (f" ± {r['kld_err']:.4f}" if r.get("kld_err") else "")
-        top = f"{r['same_top']:.1f} %" + (f" ± {r['same_top_err']:.1f}" if r.get("same_top_err") else "")
-        table.append(f"| {r['kv']} | {r['ppl']:.3f} ± {r['ppl_err']:.3f} | {kld} | {r['kld_p99']:.3f} | {top} |")
-    print("\n".join(table))
-    meta = {"model": str(a.model), "text": str(a.text), "ctx": a.ctx, "chunks": a.chunks}
-    if a.json:
-        Path(a.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    if a.markdown:
-        Path(a.markdown).write_text("\n".join(table) + "\n")
-    print(f"oscar-eval: {len(configs)} KV configurations against f16, ctx {a.ctx}, "
-          f"{a.chunks or 'all'} chunks of {a.text}", file=sys.stderr)
-    return 0
+def bench_main(argv: list[str] | None = None) -> int:
+    """``oscar-bench``: llama-bench speed and KV memory against depth (see :mod:`oscar.bench`)."""
+    from . import bench
+    return bench.main(argv)
+
+
+def synth_main(argv: list[str] | None = None) -> int:
+    """``oscar-synth``: write a synthetic GGUF model with real shapes (see :mod:`oscar.synthetic`)."""
+    from . import synthetic
+    return synthetic.main(argv)
 
 
 # ----------------------------------------------------------------------------- oscar-convert
@@ -75,6 +34,13 @@ def eval_main(argv: list[str] | None = None) -> int:
 MODEL_ALIASES = {
     "smollm2-135m": ("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"),
     "gemma3-270m": ("gemma-3-270m-it-Q4_K_M.gguf", "gemma3"),
+}
+
+#: dequantised Hugging Face folders in models/ that calibration loads instead of the GGUF
+#: when present (written by ``oscar dequantize``: same weights, loads in seconds)
+TORCH_FOLDERS = {
+    "smollm2-135m": "SmolLM2-135M-Instruct-hf",
+    "gemma3-270m": "gemma-3-270m-hf",
 }
 
 
@@ -92,7 +58,8 @@ def _resolve_model(spec: str, workdir: Path) -> tuple[Path, Path]:
         p = paths.MODELS / name
         if not p.is_file():
             raise ConvertError(f"{spec}: {p} is missing: run scripts/fetch-models.sh {fetch}")
-        return p, p
+        folder = paths.MODELS / TORCH_FOLDERS.get(spec, "-")
+        return p, (folder if (folder / "config.json").is_file() else p)
     p = Path(spec)
     if p.is_file():
         with open(p, "rb") as f:
@@ -152,6 +119,10 @@ def convert_main(argv: list[str] | None = None) -> int:
                     help=f"further tokens that score the clip search (default {cal.DEFAULT_HELDOUT})")
     ap.add_argument("--calib-ctx", type=int, default=cal.DEFAULT_CTX, help=f"tokens per chunk (default {cal.DEFAULT_CTX})")
     ap.add_argument("--per-head", action="store_true", help="one rotation per layer and KV head (default: per layer)")
+    ap.add_argument("--torch-model", metavar="DIR", default=None,
+                    help="with --rotations calibrate: load this Hugging Face folder in PyTorch instead of dequantising "
+                         "the GGUF (it must hold the same weights, e.g. written by `oscar dequantize MODEL.gguf DIR`; "
+                         "checked against the GGUF's key projection)")
     ap.add_argument("--save-rotations", metavar="FILE.npz", help="also write the rotations as a rotation file")
     ap.add_argument("--force", action="store_true", help="overwrite an existing output")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -166,6 +137,13 @@ def convert_main(argv: list[str] | None = None) -> int:
                                "queries beyond the 64 sink + 256 recent 16-bit tokens)")
         with tempfile.TemporaryDirectory(dir=out.resolve().parent) as tmp:
             gguf_path, src = _resolve_model(a.model, Path(tmp))
+            if a.torch_model:
+                if a.rotations != "calibrate":
+                    raise ConvertError("--torch-model is only used with --rotations calibrate")
+                if not (Path(a.torch_model) / "config.json").is_file():
+                    raise ConvertError(f"--torch-model {a.torch_model}: not a Hugging Face model folder (no config.json); "
+                                       "write one with `oscar dequantize MODEL.gguf DIR`")
+                src = Path(a.torch_model)
             if out.exists() and out.resolve() == gguf_path.resolve():
                 raise ConvertError(f"output {out} is the input model: the input is never modified, choose another -o")
             try:
@@ -176,9 +154,12 @@ def convert_main(argv: list[str] | None = None) -> int:
             if a.rotations == "zoo":
                 try:
                     f, entry = zoo.find(shape, per_head=True if a.per_head else None)
-                except zoo.NoZooEntry as e:
+                    rot = zoo.Rotations.load(f)
+                except (zoo.NoZooEntry, zoo.BadZoo) as e:
                     raise ConvertError(str(e)) from e
-                rot = zoo.Rotations.load(f)
+                except (ValueError, FileNotFoundError) as e:
+                    raise ConvertError(f"zoo file {f} for this model is broken ({e}): restore it, or use "
+                                       "--rotations calibrate") from e
                 rot.validate(shape, f"zoo file {f}")
                 how = f"zoo:{entry['name']}"
             elif a.rotations == "calibrate":
@@ -232,9 +213,29 @@ def oscar_main(argv: list[str] | None = None) -> int:
     za.add_argument("name", help="entry name, e.g. my-model-7b")
     za.add_argument("file", help="rotation .npz")
     za.add_argument("--dir", default=None, help="zoo folder (default: $OSCAR_ZOO)")
+    dq = sub.add_parser("dequantize", help="save a GGUF model as a float32 Hugging Face folder, so calibration "
+                                           "loads it in seconds (oscar-convert --torch-model DIR)")
+    dq.add_argument("gguf", help="model GGUF")
+    dq.add_argument("folder", help="output folder (must not exist or be empty)")
     a = ap.parse_args(argv)
+    if a.cmd == "dequantize":
+        import time
+        from . import capture
+        t0 = time.time()
+        try:
+            info = capture.save_dequantized(a.gguf, a.folder)
+        except (ValueError, FileNotFoundError, FileExistsError) as e:
+            print(f"oscar dequantize: error: {e}", file=sys.stderr)
+            return 1
+        print(f"oscar dequantize: wrote {a.folder} ({info.model_type}, {info.n_layer} layers, head_dim "
+              f"{info.head_dim}) in {time.time() - t0:.0f} s", file=sys.stderr)
+        return 0
     if a.cmd == "zoo" and a.zoo_cmd == "list":
-        print(zoo.format_list())
+        try:
+            print(zoo.format_list())
+        except zoo.BadZoo as e:
+            print(f"oscar zoo list: error: {e}", file=sys.stderr)
+            return 1
     elif a.cmd == "zoo" and a.zoo_cmd == "add":
         import os
         d = a.dir or os.environ.get("OSCAR_ZOO")

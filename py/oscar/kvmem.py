@@ -1,0 +1,112 @@
+"""KV cache memory by type and context: bits per value, bytes per token, MiB.
+
+The model mirrors llama.cpp's own accounting (single sequence): each of K and V holds
+``cells x n_layer x n_head_kv x head_dim`` values of its type, with ``cells`` the context
+padded to 256. An ``oscar2`` side with 16-bit windows adds an F16 pool of
+``min(cells, sink + recent + 512) + 1`` slots per layer (patch 0005: one ubatch of room
+beside the windows, and one spare slot). Standard library only.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+#: bits per stored value of the KV cache types our build accepts
+BITS = {"f32": 32.0, "f16": 16.0, "bf16": 16.0, "q8_0": 8.5, "q5_1": 6.0, "q5_0": 5.5, "q4_1": 5.0,
+        "q4_0": 4.5, "iq4_nl": 4.5, "oscar2": 2.5}
+
+#: n_ctx padding of llama.cpp's KV cache, and the ubatch room of the oscar2 pool
+CELL_PAD = 256
+POOL_UBATCH = 512
+
+
+def bits(kv_type: str) -> float:
+    """Bits per value of a KV type name; ValueError naming the known ones otherwise."""
+    if kv_type not in BITS:
+        raise ValueError(f"unknown KV cache type '{kv_type}'; known: {', '.join(BITS)}")
+    return BITS[kv_type]
+
+
+@dataclass(frozen=True)
+class KVGeometry:
+    """What the KV cache size depends on: layers with a KV cache, KV heads, head sizes."""
+    n_layer: int
+    n_head_kv: int
+    head_dim_k: int
+    head_dim_v: int
+
+    def values_per_token(self) -> int:
+        """K plus V values stored per token over all layers."""
+        return self.n_layer * self.n_head_kv * (self.head_dim_k + self.head_dim_v)
+
+
+def cells(ctx: int) -> int:
+    """KV cells llama.cpp allocates for a context of ``ctx`` tokens (padded to 256)."""
+    return int(math.ceil(ctx / CELL_PAD) * CELL_PAD)
+
+
+def pool_slots(ctx: int, sink: int, recent: int, n_seq: int = 1) -> int:
+    """F16 slots per layer of an oscar2 side's 16-bit window pool (0 with windows off)."""
+    if sink == 0 and recent == 0:
+        return 0
+    return min(cells(ctx), n_seq * (sink + recent) + POOL_UBATCH) + 1
+
+
+def kv_bytes(g: KVGeometry, ctx: int, type_k: str, type_v: str, sink: int = 64, recent: int = 256) -> dict[str, float]:
+    """Bytes of the KV cache at context ``ctx``: ``main`` (the typed tier), ``pool`` (16-bit
+    windows of the oscar2 sides) and ``total``; ``sink``/``recent`` apply to oscar2 sides."""
+    n = cells(ctx)
+    main = n * g.n_layer * g.n_head_kv * (g.head_dim_k * bits(type_k) + g.head_dim_v * bits(type_v)) / 8
+    slots = pool_slots(ctx, sink, recent)
+    pool = 0.0
+    for t, hd in ((type_k, g.head_dim_k), (type_v, g.head_dim_v)):
+        if t == "oscar2":
+            pool += slots * g.n_layer * g.n_head_kv * hd * 2
+    return {"main": main, "pool": pool, "total": main + pool}
+
+
+def bits_per_value(g: KVGeometry, ctx: int, type_k: str, type_v: str, sink: int = 64, recent: int = 256) -> float:
+    """Average bits per stored K/V value at ``ctx``, the 16-bit window pool included."""
+    b = kv_bytes(g, ctx, type_k, type_v, sink, recent)
+    return 8 * b["total"] / (cells(ctx) * g.n_layer * g.n_head_kv * (g.head_dim_k + g.head_dim_v))
+
+
+def max_context(g: KVGeometry, budget_bytes: float, type_k: str, type_v: str, sink: int = 64, recent: int = 256) -> int:
+    """Largest context (a multiple of 256) whose KV cache fits in ``budget_bytes`` (0 if none)."""
+    if budget_bytes <= 0:
+        return 0
+    per_cell = kv_bytes(g, CELL_PAD, type_k, type_v, 0, 0)["main"] / CELL_PAD
+    full_pool = kv_bytes(g, 10**9, type_k, type_v, sink, recent)["pool"]  # pool at its cap
+    n = int((budget_bytes - full_pool) // per_cell) // CELL_PAD * CELL_PAD
+    while n > 0 and kv_bytes(g, n, type_k, type_v, sink, recent)["total"] > budget_bytes:
+        n -= CELL_PAD
+    return max(n, 0)
+
+
+_MIB = r"([0-9.]+) MiB"
+
+
+def parse_oscar_line(log: str) -> dict[str, float] | None:
+    """MiB of the tiers from llama.cpp's start-up line ``oscar: K and V in oscar2 (2.5
+    bits/value): A MiB; 16-bit windows ...: B MiB[; K in q4_0: C MiB]``: keys ``oscar2``,
+    ``pool`` and ``other``; None when the log has no such line (no oscar2 side)."""
+    m = re.search(r"oscar: (K and V|K|V) in oscar2 \(2\.5 bits/value\): " + _MIB + r"(.*)", log)
+    if not m:
+        return None
+    rest = m.group(3)
+    pool = re.search(r"16-bit windows for [^:]*: .*?: " + _MIB, rest)
+    other = re.search(r"; [KV] in \w+: " + _MIB, rest)
+    return {"sides": m.group(1), "oscar2": float(m.group(2)), "pool": float(pool.group(1)) if pool else 0.0,
+            "other": float(other.group(1)) if other else 0.0}
+
+
+def measured_bits(type_k: str, type_v: str, log: str) -> float:
+    """Average bits per K/V value of a run, the 16-bit pool included, from its ``oscar:`` log
+    line: each oscar2 side costs ``2.5 * (oscar2 MiB + pool MiB) / oscar2 MiB``. Without
+    an oscar2 side it is the types' nominal bits."""
+    line = parse_oscar_line(log)
+    if line is None or line["oscar2"] <= 0:
+        return (bits(type_k) + bits(type_v)) / 2
+    o2 = 2.5 * (line["oscar2"] + line["pool"]) / line["oscar2"]
+    return ((o2 if type_k == "oscar2" else bits(type_k)) + (o2 if type_v == "oscar2" else bits(type_v))) / 2
