@@ -8,7 +8,9 @@ The tokenizer is a byte-level SentencePiece vocabulary (<unk>, <s>, </s> and the
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+import sys
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +48,9 @@ def _vocab() -> tuple[list[bytes], list[float], list[int]]:
 def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0) -> Path:
     """Write a llama-architecture GGUF with geometry ``g`` and random weights.
 
-    weight_type: ``f32``, ``f16`` or ``q8_0`` for the matrices. To keep large models
-    quick to write, one random matrix per shape is reused across layers.
+    weight_type: ``f32``, ``f16``, ``q8_0`` or ``q4_0`` for the matrices (quantised with
+    gguf-py's quantisers). To keep large models quick to write, one random matrix per shape
+    is reused across layers; embeddings and the output matrix stay F32.
     """
     import gguf
 
@@ -78,7 +81,7 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     w.add_unk_token_id(0)
 
     qtype = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
-             "q8_0": gguf.GGMLQuantizationType.Q8_0}[weight_type]
+             "q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}[weight_type]
     cache: dict[tuple[int, int], np.ndarray] = {}
 
     def matrix(rows: int, cols: int) -> np.ndarray:
@@ -86,7 +89,7 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
             m = (rng.standard_normal((rows, cols), dtype=np.float32) / np.sqrt(cols)).astype(np.float32)
             if qtype == gguf.GGMLQuantizationType.F16:
                 m = m.astype(np.float16)
-            elif qtype == gguf.GGMLQuantizationType.Q8_0:
+            elif qtype != gguf.GGMLQuantizationType.F32:
                 m = gguf.quants.quantize(m, qtype)
             cache[(rows, cols)] = m
         return cache[(rows, cols)]
@@ -111,29 +114,54 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
         add(p + "ffn_down.weight", matrix(g.n_embd, g.n_ff))
     w.write_header_to_file()
     w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=g.n_layer > 8)
+    import importlib.util
+    w.write_tensors_to_file(progress=g.n_layer > 8 and importlib.util.find_spec("tqdm") is not None)
     w.close()
     return path
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """``oscar-synth``: write one synthetic model; 0 on success, 1 with a message otherwise."""
     ap = argparse.ArgumentParser(
-        prog="oscar-synthetic",
+        prog="oscar-synth",
         description="Write a llama-architecture GGUF with real shapes and random weights, "
-                    "for speed measurements at scale without downloads.")
+                    "for speed measurements at scale without downloads (its output is noise).",
+        epilog="geometries: " + "; ".join(f"{k}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, head_dim "
+                                          f"{g.head_dim}, n_embd {g.n_embd}, n_ff {g.n_ff}"
+                                          for k, g in sorted(GEOMETRIES.items()))
+               + ".  example: oscar-synth qwen3-8b --weights q4_0 -o qwen3-8b-synth.gguf")
     ap.add_argument("geometry", choices=sorted(GEOMETRIES), help="named model shape")
-    ap.add_argument("-o", "--output", required=True, help="output .gguf path")
-    ap.add_argument("--weights", choices=("f32", "f16", "q8_0"), default="q8_0", help="weight type (default q8_0)")
+    ap.add_argument("-o", "--output", required=True, help="output .gguf path (must not exist)")
+    ap.add_argument("--weights", choices=("f32", "f16", "q8_0", "q4_0"), default="q8_0",
+                    help="weight type of the layer matrices (default q8_0)")
+    ap.add_argument("--ctx", type=int, default=None,
+                    help="context length written to the GGUF (default: the geometry's, 131072 for the large ones)")
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     out = Path(a.output)
     if out.exists():
-        ap.error(f"{out} exists; remove it first")
+        print(f"oscar-synth: error: {out} exists; remove it first or choose another -o", file=sys.stderr)
+        return 1
+    if not out.resolve().parent.is_dir():
+        print(f"oscar-synth: error: folder {out.resolve().parent} does not exist", file=sys.stderr)
+        return 1
     g = GEOMETRIES[a.geometry]
-    write(out, g, a.weights, a.seed)
-    print(f"oscar-synthetic: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
-          f"head_dim {g.head_dim}, {out.stat().st_size / 2**20:.0f} MiB)")
+    if a.ctx is not None:
+        if a.ctx < 1:
+            print("oscar-synth: error: --ctx must be a positive number of tokens", file=sys.stderr)
+            return 1
+        g = replace(g, n_ctx=a.ctx)
+    t0 = time.time()
+    try:
+        write(out, g, a.weights, a.seed)
+    except BaseException:
+        out.unlink(missing_ok=True)  # never leave a truncated model behind
+        raise
+    print(f"oscar-synth: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
+          f"head_dim {g.head_dim}, {a.weights} weights, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
+          f"in {time.time() - t0:.1f} s", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

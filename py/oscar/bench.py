@@ -1,0 +1,351 @@
+"""``oscar-bench``: prompt-processing and decode speed against context depth, per KV type.
+
+Runs our ``llama-bench`` (or one from ``--bin-dir``) once per KV configuration over the
+requested depths (``-d``, JSONL output), and adds the KV cache size each configuration
+needs at each depth, computed from the model's geometry (read from the GGUF with
+gguf-py) and the bits of each type, the ``oscar2`` 16-bit window pool included
+(:mod:`oscar.kvmem`). A llama-bench run that fails (out of memory at a depth, a crash,
+a timeout) becomes a row saying so, and the sweep goes on with the next depths.
+
+Self-contained: needs numpy, gguf-py (on PYTHONPATH: ``llama.cpp/gguf-py``) and
+optionally tqdm and matplotlib, so that it runs on a bare GPU machine with
+``PYTHONPATH=py:llama.cpp/gguf-py python3 -m oscar.bench ...``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import kvmem, report
+from .perplexity import KVConfig, parse_kv_list
+
+try:
+    from tqdm import tqdm
+except ImportError:  # a bare machine: a line per step instead of a bar
+    class tqdm:  # noqa: N801 (same name as the library it stands in for)
+        def __init__(self, total=None, desc="", unit="", disable=False, **_):
+            self.n, self.total, self.desc, self.disable = 0, total, desc, disable
+
+        def update(self, k=1):
+            self.n += k
+            if not self.disable:
+                print(f"{self.desc}: {self.n}/{self.total}", file=sys.stderr, flush=True)
+
+        def set_postfix_str(self, s):
+            pass
+
+        def close(self):
+            pass
+
+EPILOG = """\
+KV configurations: f16, q8_0, q4_0, oscar2, K/V pairs (q8_0/oscar2), oscar2:sink=0,recent=0 (windows).
+
+KV MiB is a model, not a measurement: cells (context padded to 256) x layers x KV heads x
+head size x bits of the type, plus for oscar2 sides an F16 pool of min(cells, sink+recent+512)+1
+slots per layer. The context of a test is depth + n-prompt + n-gen, as llama-bench allocates it.
+
+examples:
+  oscar-bench models/SmolLM2-135M-Instruct.Q4_1.gguf --kv f16,q4_0,oscar2 --depth 0,4096 -p 512 -n 64 --out results/bench
+  PYTHONPATH=py:llama.cpp/gguf-py python3 -m oscar.bench qwen3-8b.gguf --kv f16,q8_0,q4_0,oscar2 \\
+      --depth 0,16384,65536,131072 --bin-dir build-cuda/bin -ngl 99 --mem-gib 141 --out results/h200
+"""
+
+
+class BenchError(Exception):
+    """A user-facing error of oscar-bench (printed without a traceback, exit status 1)."""
+
+
+def _ints(s: str) -> list[int]:
+    try:
+        v = [int(x) for x in s.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{s}' is not a comma-separated list of integers") from None
+    if not v or any(x < 0 for x in v):
+        raise argparse.ArgumentTypeError(f"'{s}': give one or more depths of 0 or more tokens")
+    return v
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="oscar-bench", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description="llama-bench sweep of prompt processing and decode tok/s against "
+                                             "context depth per KV cache type, with the KV cache MiB of each; "
+                                             "markdown table, JSON and PNG plot.", epilog=EPILOG)
+    ap.add_argument("model", help="GGUF model file")
+    ap.add_argument("--kv", default="f16,q4_0,oscar2", help="KV configurations (default f16,q4_0,oscar2)")
+    ap.add_argument("-d", "--depth", type=_ints, default=[0, 4096], help="context depths, comma-separated (default 0,4096)")
+    ap.add_argument("-p", "--n-prompt", type=int, default=512, help="prompt tokens per pp test, 0 = no pp (default 512)")
+    ap.add_argument("-n", "--n-gen", type=int, default=64, help="generated tokens per tg test, 0 = no tg (default 64)")
+    ap.add_argument("-r", "--repetitions", type=int, default=3, help="repetitions per test (default 3)")
+    ap.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: llama-bench's)")
+    ap.add_argument("-ngl", "--n-gpu-layers", type=int, default=None, help="layers on the GPU (e.g. 99)")
+    ap.add_argument("--bin-dir", default=None, help="folder holding llama-bench (default: this repository's build/bin)")
+    ap.add_argument("--extra", default="", help="further llama-bench arguments, one string (e.g. \"-ub 256 -b 2048\")")
+    ap.add_argument("--mem-gib", type=float, default=24.0,
+                    help="memory for the weights and KV cache when stating the largest context per KV type (default 24)")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds one llama-bench run may take (default 1800)")
+    ap.add_argument("--out", metavar="DIR", help="write DIR/bench.md, bench.json, bench.png")
+    ap.add_argument("--title", default=None, help="title of the report and plot (default: model file name)")
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    return ap
+
+
+# ----------------------------------------------------------------------------- model geometry
+
+def read_geometry(model: Path) -> tuple[kvmem.KVGeometry, dict]:
+    """KV geometry of a model GGUF and facts for the report (arch, windows, training context).
+
+    A per-layer ``head_count_kv`` array is folded into ``n_layer = 1`` and ``n_head_kv`` =
+    the sum over layers, which gives the same byte counts."""
+    try:
+        from gguf import GGUFReader
+    except ImportError as e:
+        raise BenchError("gguf-py is not importable: run inside the .venv, or set PYTHONPATH=py:llama.cpp/gguf-py") from e
+    try:
+        r = GGUFReader(str(model), "r")
+    except Exception as e:  # gguf-py raises assorted errors on non-GGUF input
+        raise BenchError(f"{model} is not a readable GGUF model ({e})") from e
+
+    def field(key: str, default=None):
+        f = r.fields.get(key)
+        return default if f is None else f.contents()
+
+    arch = field("general.architecture")
+    if arch is None:
+        raise BenchError(f"{model}: not a model GGUF (no general.architecture)")
+    n_layer = int(field(f"{arch}.block_count"))
+    n_head = field(f"{arch}.attention.head_count")
+    n_head = max(n_head) if isinstance(n_head, list) else int(n_head)
+    kv = field(f"{arch}.attention.head_count_kv", n_head)
+    n_embd = int(field(f"{arch}.embedding_length"))
+    hk = int(field(f"{arch}.attention.key_length", n_embd // n_head))
+    hv = int(field(f"{arch}.attention.value_length", hk))
+    if isinstance(kv, list):
+        g = kvmem.KVGeometry(1, int(sum(kv)), hk, hv)
+    else:
+        g = kvmem.KVGeometry(n_layer, int(kv), hk, hv)
+    facts = {"arch": arch, "n_layer": n_layer, "n_head": n_head, "n_head_kv": kv, "head_dim_k": hk, "head_dim_v": hv,
+             "context_length": field(f"{arch}.context_length"),
+             "sliding_window": field(f"{arch}.attention.sliding_window"),
+             "sink_tokens": field("oscar.sink_tokens"), "recent_tokens": field("oscar.recent_tokens"),
+             "file_bytes": model.stat().st_size}
+    return g, facts
+
+
+def windows(cfg: KVConfig, facts: dict) -> tuple[int, int]:
+    """(sink, recent) in force for ``cfg``: its own flags, else the model's, else 64/256."""
+    opts = dict(zip(cfg.args[::2], cfg.args[1::2]))
+    sink = int(opts.get("--kv-sink", facts.get("sink_tokens") if facts.get("sink_tokens") is not None else 64))
+    recent = int(opts.get("--kv-recent", facts.get("recent_tokens") if facts.get("recent_tokens") is not None else 256))
+    return sink, recent
+
+
+# ----------------------------------------------------------------------------- llama-bench runs
+
+def bench_command(exe: Path, model: Path, cfg: KVConfig, depths: list[int], a: argparse.Namespace) -> list[str]:
+    """The llama-bench command line for one KV configuration over ``depths``."""
+    cmd = [str(exe), "-m", str(model), "-ctk", cfg.k, "-ctv", cfg.v, "-fa", "1",
+           "-p", str(a.n_prompt), "-n", str(a.n_gen), "-r", str(a.repetitions),
+           "-d", ",".join(str(d) for d in depths), "-o", "jsonl"]
+    if a.threads:
+        cmd += ["-t", str(a.threads)]
+    if a.n_gpu_layers is not None:
+        cmd += ["-ngl", str(a.n_gpu_layers)]
+    return cmd + cfg.args + shlex.split(a.extra)
+
+
+def run_llama_bench(cmd: list[str], env: dict, timeout: float, on_row) -> tuple[int | None, str]:
+    """Run llama-bench, calling ``on_row(dict)`` for each JSONL result as it arrives.
+
+    Returns (exit status, None on timeout; the tail of its stderr)."""
+    err_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"oscar-bench-{os.getpid()}-{time.time_ns()}.err"
+    with open(err_path, "w+") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        t0 = time.time()
+        rc: int | None
+        try:
+            assert p.stdout is not None
+            for line in p.stdout:  # the deadline is checked between results
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        on_row(json.loads(line))
+                    except json.JSONDecodeError:
+                        pass
+                if time.time() - t0 > timeout:
+                    raise subprocess.TimeoutExpired(cmd, timeout)
+            rc = p.wait(timeout=max(1.0, timeout - (time.time() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            rc = None
+        err.seek(0)
+        tail = err.read()[-3000:]
+    err_path.unlink(missing_ok=True)
+    return rc, tail
+
+
+def _reason(tail: str) -> str:
+    """The most telling line of a failed llama-bench's stderr."""
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    for key in ("out of memory", "failed to allocate", "error", "failed", "abort"):
+        for ln in reversed(lines):
+            if key in ln.lower():
+                return ln[:200]
+    return lines[-1][:200] if lines else "no output"
+
+
+def sweep(exe: Path, model: Path, configs: list[KVConfig], g: kvmem.KVGeometry, facts: dict,
+          a: argparse.Namespace) -> tuple[list[dict], dict]:
+    """All (configuration, depth) rows, and llama-bench's own build/device facts."""
+    rows: list[dict] = []
+    lb_info: dict = {}
+    want = [k for k, n in (("pp", a.n_prompt), ("tg", a.n_gen)) if n > 0]
+    bar = tqdm(total=len(configs) * len(a.depth) * len(want), desc="oscar-bench", unit="test", disable=a.quiet)
+    for cfg in configs:
+        sink, recent = windows(cfg, facts)
+        by_depth = {d: {"kv": cfg.name, "type_k": cfg.k, "type_v": cfg.v, "depth": d, "status": "not run",
+                        "ctx": d + a.n_prompt + a.n_gen} for d in a.depth}
+        for d, row in by_depth.items():
+            b = kvmem.kv_bytes(g, row["ctx"], cfg.k, cfg.v, sink, recent)
+            row.update(kv_mib=b["total"] / 2**20, kv_mib_main=b["main"] / 2**20, kv_mib_pool=b["pool"] / 2**20,
+                       sink=sink if "oscar2" in (cfg.k, cfg.v) else None,
+                       recent=recent if "oscar2" in (cfg.k, cfg.v) else None)
+
+        def on_row(j: dict) -> None:
+            for k in ("build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_type", "n_threads"):
+                lb_info.setdefault(k, j.get(k))
+            row = by_depth.get(int(j.get("n_depth", -1)))
+            if row is None:
+                return
+            kind = "pp" if j.get("n_prompt", 0) > 0 and j.get("n_gen", 0) == 0 else "tg"
+            row[kind + "_ts"] = float(j["avg_ts"])
+            row[kind + "_sd"] = float(j.get("stddev_ts", 0.0))
+            row["status"] = "ok" if all(row.get(w + "_ts") for w in want) else "partial"
+            bar.update()
+
+        remaining = list(a.depth)
+        env = dict(os.environ, **cfg.env)
+        while remaining:
+            bar.set_postfix_str(f"{cfg.name} from depth {remaining[0]}")
+            rc, tail = run_llama_bench(bench_command(exe, model, cfg, remaining, a), env, a.timeout, on_row)
+            done = [d for d in remaining if by_depth[d]["status"] == "ok"]
+            if len(done) == len(remaining):  # (a crash after the last result loses nothing)
+                break
+            failed = next(d for d in remaining if by_depth[d]["status"] != "ok")
+            why = (f"timed out after {a.timeout:.0f} s" if rc is None else
+                   f"llama-bench exit {rc}: {_reason(tail)}" if rc != 0 else "llama-bench printed no result")
+            by_depth[failed]["status"] = "failed: " + why
+            later = remaining[remaining.index(failed) + 1:]
+            if rc is None:  # deeper runs only take longer
+                for d in later:
+                    by_depth[d]["status"] = "skipped: a shallower depth timed out"
+                later = []
+            bar.update(len(want) - sum(1 for w in want if by_depth[failed].get(w + "_ts")))
+            remaining = later
+        rows += [by_depth[d] for d in a.depth]
+    bar.close()
+    return rows, lb_info
+
+
+# ----------------------------------------------------------------------------- report
+
+def fits_table(g: kvmem.KVGeometry, facts: dict, configs: list[KVConfig], mem_gib: float) -> list[dict]:
+    """Largest context whose KV cache fits beside the weights in ``mem_gib`` GiB, per configuration
+    (compute buffers not counted)."""
+    budget = mem_gib * 2**30 - facts["file_bytes"]
+    out = []
+    for cfg in configs:
+        sink, recent = windows(cfg, facts)
+        n = kvmem.max_context(g, budget, cfg.k, cfg.v, sink, recent)
+        out.append({"kv": cfg.name, "mem_gib": mem_gib, "max_context": n,
+                    "bytes_per_token": kvmem.kv_bytes(g, kvmem.CELL_PAD, cfg.k, cfg.v, 0, 0)["main"] / kvmem.CELL_PAD})
+    return out
+
+
+def _speed(r: dict, k: str) -> str:
+    return f"{r[k + '_ts']:.2f} ± {r.get(k + '_sd', 0):.2f}" if r.get(k + "_ts") else "-"
+
+
+def markdown(meta: dict, rows: list[dict], fits: list[dict], a: argparse.Namespace) -> str:
+    t = report.markdown_table(
+        ["KV cache", "depth", f"pp{a.n_prompt} tok/s", f"tg{a.n_gen} tok/s", "KV MiB (main + 16-bit pool)", "status"],
+        [[r["kv"], str(r["depth"]), _speed(r, "pp"), _speed(r, "tg"),
+          f"{r['kv_mib']:.1f} ({r['kv_mib_main']:.1f} + {r['kv_mib_pool']:.1f})", r["status"]] for r in rows])
+    f = report.markdown_table(
+        ["KV cache", "KV bytes/token (main tier)", f"largest context in {a.mem_gib:g} GiB"],
+        [[x["kv"], f"{x['bytes_per_token']:.0f}", f"{x['max_context']:,}"] for x in fits])
+    return "\n".join([f"# oscar-bench: {meta['title']}", "", report.markdown_meta(meta), "", t, "",
+                      f"Largest context whose KV cache fits beside the weights ({meta['model_bytes'] / 2**30:.2f} GiB) "
+                      f"in {a.mem_gib:g} GiB, from the KV model (compute buffers not counted):", "", f, ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    t0 = time.time()
+    try:
+        model = Path(a.model)
+        if not model.is_file():
+            raise BenchError(f"model file {model} does not exist")
+        bin_dir = Path(a.bin_dir) if a.bin_dir else report.ROOT / "build" / "bin"
+        exe = bin_dir / "llama-bench"
+        if not exe.is_file():
+            raise BenchError(f"{exe} does not exist: build llama-bench there or point --bin-dir at the folder "
+                             f"that holds it (e.g. build/bin or build-cuda/bin)")
+        if a.repetitions < 1 or a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0:
+            raise BenchError("-r must be >= 1, and -p/-n >= 0 with at least one of them > 0")
+        try:
+            configs = parse_kv_list(a.kv)
+            for c in configs:
+                kvmem.bits(c.k), kvmem.bits(c.v)
+        except ValueError as e:
+            raise BenchError(str(e)) from e
+        g, facts = read_geometry(model)
+        if facts["sliding_window"]:
+            print(f"oscar-bench: note: {facts['arch']} has sliding-window layers; the KV MiB model counts every "
+                  f"layer at full context and overstates their cache", file=sys.stderr)
+        if facts["context_length"] and max(a.depth) + a.n_prompt + a.n_gen > int(facts["context_length"]):
+            print(f"oscar-bench: note: depths beyond the model's training context ({facts['context_length']}) are "
+                  f"measured anyway (speed does not depend on it)", file=sys.stderr)
+        rows, lb = sweep(exe, model, configs, g, facts, a)
+    except BenchError as e:
+        print(f"oscar-bench: error: {e}", file=sys.stderr)
+        return 1
+    title = a.title or model.name
+    meta = report.metadata(title=title, model=str(model), model_bytes=facts["file_bytes"],
+                           geometry={k: facts[k] for k in ("arch", "n_layer", "n_head", "n_head_kv",
+                                                           "head_dim_k", "head_dim_v")},
+                           llama_bench={**lb, "binary": str(exe), "n_prompt": a.n_prompt, "n_gen": a.n_gen,
+                                        "repetitions": a.repetitions, "n_gpu_layers": a.n_gpu_layers,
+                                        "extra": a.extra or None})
+    fits = fits_table(g, facts, configs, a.mem_gib)
+    md = markdown(meta, rows, fits, a)
+    print(md)
+    written = []
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bench.md").write_text(md)
+        report.write_json(out / "bench.json", {"meta": meta, "rows": rows, "fits": fits})
+        written += [str(out / "bench.md"), str(out / "bench.json")]
+        try:
+            from . import plot
+            plot.speed_vs_depth(rows, out / "bench.png", f"{title}: llama-bench, {lb.get('backends', '')} "
+                                f"{lb.get('gpu_info') or lb.get('cpu_info') or ''}")
+            written.append(str(out / "bench.png"))
+        except ImportError:
+            print("oscar-bench: matplotlib is not installed: no PNG (pip install matplotlib)", file=sys.stderr)
+    n_bad = sum(1 for r in rows if r["status"] != "ok")
+    print(f"oscar-bench: {len(configs)} KV configurations x {len(a.depth)} depths on {model.name}: "
+          f"{len(rows) - n_bad} ok, {n_bad} failed or skipped, in {time.time() - t0:.0f} s"
+          + (f"; wrote {', '.join(written)}" if written else ""), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
