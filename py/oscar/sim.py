@@ -1,0 +1,858 @@
+"""PyTorch reference simulation of 2-bit KV caches inside a transformers model (``oscar-sim``).
+
+Every method quantises the post-RoPE keys and values of every attention layer
+*before* the attention product, through a function registered with transformers'
+``AttentionInterface`` (``oscar_sim``). One model, one text, the same chunks and the
+same scored tokens for every method, scored against the unquantised model: perplexity,
+KL divergence (mean and 99th percentile) and top-1 agreement.
+
+Methods (``--methods``, options after a colon as in ``oscar:sink=0,recent=0``):
+
+- ``f16``: keys and values rounded to float16 (llama.cpp's default cache).
+- ``int2``: naive 2-bit, per token, groups of 64 along head_dim, no rotation, no
+  16-bit windows. The quantiser is ``oscar2``'s (asymmetric, f16 step and minimum per
+  64 values, codes 0..3), so this is llama.cpp's ``oscar2`` with rotation and windows off.
+- ``hadamard``: the same after llama.cpp's data-free Hadamard rotation (K: the largest
+  Hadamard block, up to head_dim, that divides head_dim; V: blocks of 64).
+- ``kivi``: KIVI-style 2-bit (Liu et al. 2024, arXiv:2402.02750): keys per channel
+  (each channel of a group of ``group`` consecutive tokens shares a min and a step),
+  values per token (groups of ``group`` along head_dim), f16 min/step, and a
+  full-precision residual. Simulated as token-by-token decoding: the query at
+  position ``p`` reads in full precision the keys from ``residual*floor(p/residual)``
+  on (KIVI quantises its key residual ``residual`` tokens at a time) and the values
+  of the last ``residual + 1`` positions (values leave the residual one by one).
+  Defaults ``group=32``, ``residual=128`` (the paper's setting).
+- ``oscar``: calibrated per-layer rotations and clip ratios (zoo entry or an
+  ``oscar-convert``-ed GGUF), 16-bit sink and recent windows relative to each query
+  (defaults 64/256), our exact ``oscar2`` codes: what llama.cpp's ``-ctk oscar2 -ctv
+  oscar2`` computes on the converted model.
+- ``oscar-hadamard``: the same without calibration: Hadamard rotation, no clipping,
+  windows 64/256 (llama.cpp's ``oscar2`` on an unconverted model).
+- ``none``: no quantisation (the reference), through the same attention code.
+
+Options: ``sink=N``, ``recent=N`` (windows of int2/hadamard/oscar/oscar-hadamard),
+``group=N``, ``residual=N`` (kivi).
+
+Layouts: for llama-style GGUFs, whose conversion permutes the Q/K rows of each head,
+queries and keys are taken into llama.cpp's layout (:func:`oscar.capture.qk_permutation`)
+before any rotation or grouping, so the 2-bit groups hold the same numbers as in
+llama.cpp. Everything else (values, outputs) is unchanged.
+
+Chunking is llama-perplexity's: the whole text tokenised once (llama.cpp's tokenizer
+through our bindings, else the Hugging Face one), chunks of ``ctx`` tokens, the first
+token of each replaced by BOS when the vocabulary adds one, the second half of each
+chunk scored (``ctx/2 - 1`` tokens per chunk).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from . import capture, paths
+from .clip import clip_index
+from .quant import QK
+from .rotation import hadamard
+
+SIM_ATTN = "oscar_sim"
+DEFAULT_METHODS = "f16,int2,hadamard,kivi,oscar"
+KIVI_GROUP = 32
+KIVI_RESIDUAL = 128
+SINK = 64
+RECENT = 256
+
+
+# ============================================================================ quantisers
+
+def f16_round(x):
+    """``x`` (float32 tensor, any shape) rounded to float16 and back."""
+    return x.half().float()
+
+
+def oscar2_quantize(x):
+    """Quantise float32 ``x`` ``[..., D]`` (D a multiple of 64) to ``oscar2`` blocks along
+    the last axis, exactly as :func:`oscar.quant.quantize` (and ggml) do.
+
+    Returns ``(codes, d, m)``: codes uint8 ``[..., D]`` (0..3), d and m float16
+    ``[..., D/64]`` (step and minimum of each block of 64)."""
+    import torch
+    x = x.float()
+    if x.shape[-1] % QK:
+        raise ValueError(f"oscar2 needs rows that are multiples of {QK}, got {x.shape[-1]}")
+    xb = x.reshape(*x.shape[:-1], x.shape[-1] // QK, QK).clamp(-65504.0, 65504.0)
+    mn = xb.amin(dim=-1)
+    mx = xb.amax(dim=-1)
+    d16 = ((mx - mn) / torch.tensor(3.0, dtype=torch.float32)).half()
+    m16 = mn.half()
+    df, mf = d16.float(), m16.float()
+    idv = torch.where(df > 0, 1.0 / torch.where(df > 0, df, torch.ones_like(df)), torch.zeros_like(df))
+    v = ((xb - mf[..., None]) * idv[..., None]).clamp(0.0, 3.0)
+    codes = torch.round(v).to(torch.uint8)  # round half to even, like ggml's nearest_int
+    return codes.reshape(x.shape), d16, m16
+
+
+def oscar2_dequantize(codes, d, m):
+    """Inverse of :func:`oscar2_quantize`: float32 ``[..., D]`` = ``m + d*code`` per block."""
+    c = codes.reshape(*codes.shape[:-1], codes.shape[-1] // QK, QK).float()
+    return (m.float()[..., None] + d.float()[..., None] * c).reshape(codes.shape)
+
+
+def oscar2_fake(x):
+    """``oscar2`` quantise-dequantise of float32 ``x`` ``[..., D]`` (blocks along the last axis)."""
+    return oscar2_dequantize(*oscar2_quantize(x))
+
+
+def clip_rows(x, r: float):
+    """Torch twin of :func:`oscar.clip.clip_rows`: clamp each row of ``x`` ``[..., D]``
+    to ``[-t, t]``, t the magnitude of rank ``clip_index(r, D)`` of the row's |x|."""
+    import torch
+    d = x.shape[-1]
+    k = clip_index(r, d)
+    if k == d - 1:
+        return x
+    t = torch.kthvalue(x.abs(), k + 1, dim=-1, keepdim=True).values
+    return torch.minimum(torch.maximum(x, -t), t)
+
+
+def asym_fake(x, bits: int = 2, f16_params: bool = True):
+    """Asymmetric min/max quantise-dequantise of each row of ``x`` ``[..., G]`` (a group):
+    step ``s = (max - min)/(2^bits - 1)``, code ``round((x - min)/s)`` clamped to
+    ``[0, 2^bits - 1]`` (0 when s = 0), value ``min + code*s``; with ``f16_params`` the
+    step and the minimum are stored (rounded) as float16, as in an f16 model."""
+    import torch
+    mn = x.amin(dim=-1, keepdim=True)
+    mx = x.amax(dim=-1, keepdim=True)
+    top = float(2 ** bits - 1)
+    s = (mx - mn) / top
+    if f16_params:
+        s, mn = f16_round(s), f16_round(mn)
+    safe = torch.where(s > 0, s, torch.ones_like(s))
+    c = torch.where(s > 0, torch.round((x - mn) / safe).clamp(0.0, top), torch.zeros_like(x))
+    return mn + c * s
+
+
+def kivi_keys(k, group: int = KIVI_GROUP, bits: int = 2):
+    """KIVI key quantisation, per channel: ``k`` ``[H, T, D]``; tokens in consecutive
+    groups of ``group`` (from position 0; the last group may be shorter), each channel of
+    a group quantised with its own min and step. Returns ``[H, T, D]``."""
+    import torch
+    h, t, d = k.shape
+    full = (t // group) * group
+    parts = []
+    if full:
+        g = k[:, :full].reshape(h, full // group, group, d).transpose(-1, -2)  # [H, T/g, D, g]
+        parts.append(asym_fake(g, bits).transpose(-1, -2).reshape(h, full, d))
+    if full < t:
+        parts.append(asym_fake(k[:, full:].transpose(-1, -2), bits).transpose(-1, -2))
+    return torch.cat(parts, dim=1)
+
+
+def kivi_values(v, group: int = KIVI_GROUP, bits: int = 2):
+    """KIVI value quantisation, per token: ``v`` ``[H, T, D]``, groups of ``group`` along D."""
+    h, t, d = v.shape
+    if d % group:
+        raise ValueError(f"KIVI value group {group} does not divide head_dim {d}")
+    return asym_fake(v.reshape(h, t, d // group, group), bits).reshape(h, t, d)
+
+
+# ============================================================================ methods
+
+@dataclass(frozen=True)
+class Method:
+    """One KV cache treatment.
+
+    rotation: ``none`` | ``hadamard`` | ``calibrated``; k_quant / v_quant: ``none`` (exact),
+    ``f16``, ``oscar2``, ``kivi``; sink / recent: the 16-bit windows of an ``oscar2`` side
+    (relative to each query); clip: apply the calibrated per-layer clip ratios;
+    group / residual: KIVI's. ``bits`` is the storage cost of the 2-bit tier (per value).
+    """
+    name: str
+    rotation: str = "none"
+    k_quant: str = "none"
+    v_quant: str = "none"
+    sink: int = 0
+    recent: int = 0
+    clip: bool = False
+    group: int = KIVI_GROUP
+    residual: int = KIVI_RESIDUAL
+
+    @property
+    def bits(self) -> float:
+        """Bits per value of the quantised tier (both K and V): f16 16, oscar2 2.5,
+        KIVI 2 + 32/group (f16 step and minimum per group)."""
+        q = self.k_quant
+        return {"none": 32.0, "f16": 16.0, "oscar2": 2.5}.get(q, 2.0 + 32.0 / self.group)
+
+    def describe(self) -> str:
+        """One line for the report."""
+        if self.k_quant in ("none", "f16"):
+            return "unquantised (float32)" if self.k_quant == "none" else "K and V rounded to float16"
+        if self.k_quant == "kivi":
+            return (f"K per channel / V per token, group {self.group}, f16 min+step; residual {self.residual} "
+                    "tokens in 16-bit (decode semantics)")
+        rot = {"none": "no rotation", "hadamard": "Hadamard", "calibrated": "calibrated rotation"}[self.rotation]
+        clip = " + calibrated clip" if self.clip else ""
+        win = f"windows {self.sink}/{self.recent}" if self.sink or self.recent else "no windows"
+        return f"oscar2 codes, {rot}{clip}, {win}"
+
+
+PRESETS: dict[str, Method] = {
+    "none": Method("none"),
+    "f16": Method("f16", k_quant="f16", v_quant="f16"),
+    "int2": Method("int2", k_quant="oscar2", v_quant="oscar2"),
+    "hadamard": Method("hadamard", rotation="hadamard", k_quant="oscar2", v_quant="oscar2"),
+    "kivi": Method("kivi", k_quant="kivi", v_quant="kivi"),
+    "oscar": Method("oscar", rotation="calibrated", k_quant="oscar2", v_quant="oscar2", sink=SINK, recent=RECENT,
+                    clip=True),
+    "oscar-hadamard": Method("oscar-hadamard", rotation="hadamard", k_quant="oscar2", v_quant="oscar2", sink=SINK,
+                             recent=RECENT),
+}
+
+
+def parse_method(spec: str) -> Method:
+    """``name`` or ``name:key=N,key=N`` (keys: sink, recent, group, residual)."""
+    base, _, opts = spec.strip().partition(":")
+    if base not in PRESETS:
+        raise ValueError(f"unknown method '{base}'; known: {', '.join(PRESETS)}")
+    m = PRESETS[base]
+    kw: dict[str, int] = {}
+    for opt in filter(None, opts.split(",")):
+        key, _, val = opt.partition("=")
+        key = key.strip()
+        if key not in ("sink", "recent", "group", "residual") or not val.strip().isdigit():
+            raise ValueError(f"bad option '{opt}' in method '{spec}': use sink=N, recent=N, group=N, residual=N")
+        kw[key] = int(val)
+    if base == "kivi" and kw.get("residual", m.residual) % kw.get("group", m.group):
+        raise ValueError(f"method '{spec}': the KIVI residual must be a multiple of the group")
+    return replace(m, name=spec.strip() if kw else m.name, **kw)
+
+
+def parse_methods(spec: str) -> list[Method]:
+    """Comma-separated methods; ``key=N`` parts belong to the method before
+    (``oscar:sink=0,recent=0,kivi`` is two methods)."""
+    items: list[str] = []
+    for part in spec.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "=" in part and ":" not in part and items:
+            items[-1] += "," + part
+        else:
+            items.append(part)
+    return [parse_method(s) for s in items]
+
+
+# ============================================================================ per-layer plan
+
+@dataclass
+class Calibration:
+    """Rotations and clip ratios (llama.cpp layout, float32): rot_k/rot_v ``[L, D, D]`` or
+    ``[L, Hkv, D, D]``; clip_k/clip_v ``[L]``; source: where they came from."""
+    rot_k: np.ndarray
+    rot_v: np.ndarray
+    clip_k: np.ndarray
+    clip_v: np.ndarray
+    source: str
+
+
+@dataclass
+class Plan:
+    """What the attention function needs for one method, per layer (torch float32):
+    perm ``[D]`` (llama.cpp layout of Q/K, or None), rk/rv ``[L]`` of ``[D, D]`` or
+    ``[Hkv, D, D]`` (None: no rotation), clip_k/clip_v ``[L]`` ratios (1: none)."""
+    method: Method
+    perm: object = None
+    rk: list = field(default_factory=list)
+    rv: list = field(default_factory=list)
+    clip_k: list = field(default_factory=list)
+    clip_v: list = field(default_factory=list)
+    block: int = 256
+
+
+def hadamard_blocks(d: int, n: int):
+    """Block-diagonal ``[d, d]`` float32 torch matrix of normalised Hadamard blocks of size n."""
+    import torch
+    h = torch.from_numpy(hadamard(n).astype(np.float32))
+    return torch.block_diag(*([h] * (d // n)))
+
+
+def llama_hadamard_sizes(d: int) -> tuple[int, int] | None:
+    """Hadamard block sizes (K, V) llama.cpp uses for a quantised cache of head size d
+    (K: the largest 64*2^n dividing d; V: 64), or None when d is not a multiple of 64."""
+    if d % 64:
+        return None
+    nk = 64
+    while d % (2 * nk) == 0:
+        nk *= 2
+    return nk, 64
+
+
+def make_plan(method: Method, n_layer: int, head_dim: int, perm: np.ndarray | None,
+              calib: Calibration | None, block: int = 256) -> Plan:
+    """Per-layer tensors for ``method`` (raises when a calibrated method has no calibration)."""
+    import torch
+    plan = Plan(method, torch.from_numpy(np.asarray(perm)) if perm is not None else None, block=block)
+    if method.rotation == "hadamard":
+        sizes = llama_hadamard_sizes(head_dim)
+        if sizes is None:
+            raise ValueError(f"{method.name}: head_dim {head_dim} is not a multiple of 64 (no Hadamard)")
+        hk, hv = hadamard_blocks(head_dim, sizes[0]), hadamard_blocks(head_dim, sizes[1])
+        plan.rk, plan.rv = [hk] * n_layer, [hv] * n_layer
+    elif method.rotation == "calibrated":
+        if calib is None:
+            raise ValueError(f"method {method.name} needs calibrated rotations: give --rotations (a zoo .npz or an "
+                             "oscar-convert-ed GGUF), or use oscar-hadamard (data-free)")
+        plan.rk = [torch.from_numpy(np.ascontiguousarray(r, dtype=np.float32)) for r in calib.rot_k]
+        plan.rv = [torch.from_numpy(np.ascontiguousarray(r, dtype=np.float32)) for r in calib.rot_v]
+    else:
+        plan.rk = plan.rv = [None] * n_layer
+    if method.clip:
+        if calib is None:
+            raise ValueError(f"method {method.name} clips with calibrated ratios: give --rotations")
+        plan.clip_k = [float(x) for x in calib.clip_k]
+        plan.clip_v = [float(x) for x in calib.clip_v]
+    else:
+        plan.clip_k = plan.clip_v = [1.0] * n_layer
+    return plan
+
+
+# ============================================================================ attention
+
+def rotate(x, r, n_kv: int):
+    """``x`` ``[H, T, D]`` times ``r`` (``[D, D]``, or ``[Hkv, D, D]``: head h uses
+    ``r[h // (H / Hkv)]``). Returns ``[H, T, D]``."""
+    if r is None:
+        return x
+    if r.ndim == 2:
+        return x @ r
+    h, t, d = x.shape
+    return (x.reshape(n_kv, h // n_kv, t, d) @ r[:, None]).reshape(h, t, d)
+
+
+def quantize_side(x, kind: str, clip: float, method: Method, keys: bool):
+    """The stored (low-precision) version of every position of ``x`` ``[Hkv, T, D]``."""
+    if kind == "oscar2":
+        return oscar2_fake(clip_rows(x, clip) if clip < 1.0 else x)
+    if kind == "kivi":
+        return kivi_keys(x, method.group) if keys else kivi_values(x, method.group)
+    if kind == "f16":
+        return f16_round(x)
+    return x
+
+
+def low_mask(method: Method, kind: str, i, j, keys: bool):
+    """Bool ``[Nq, Tk]``: True where query position ``i`` (``[Nq, 1]``) reads key/value
+    position ``j`` (``[1, Tk]``) from the quantised tier; None when it always does."""
+    if kind == "kivi":
+        r = method.residual
+        return j < (i // r) * r if keys else (i - j) > r
+    if kind == "oscar2" and (method.sink or method.recent):
+        return (j >= method.sink) & ((i - j) >= method.recent)
+    return None
+
+
+@dataclass
+class Prepared:
+    """One layer's tensors as the cache holds them (torch float32, after layout change and
+    rotation): q ``[Hq, T, D]``; hi_k, hi_v ``[Hkv, T, D]`` the 16-bit tier (exact for
+    ``none``); lo_k, lo_v the quantised tier of every position (None: that side has none)."""
+    q: object
+    hi_k: object
+    hi_v: object
+    lo_k: object
+    lo_v: object
+
+
+def prepare(q, k, v, layer: int, plan: Plan) -> Prepared:
+    """Layout change (llama.cpp's Q/K order), rotation, 16-bit rounding, clipping and
+    quantisation of one layer: q ``[Hq, T, D]``, k, v ``[Hkv, T, D]`` (Hugging Face layout)."""
+    m = plan.method
+    hkv = k.shape[0]
+    q, k, v = q.float(), k.float(), v.float()
+    if plan.perm is not None:  # llama.cpp's head layout (q.k is unchanged)
+        q, k = q[..., plan.perm], k[..., plan.perm]
+    rk, rv = plan.rk[layer], plan.rv[layer]
+    q, k, v = rotate(q, rk, hkv), rotate(k, rk, hkv), rotate(v, rv, hkv)
+    return Prepared(
+        q,
+        f16_round(k) if m.k_quant != "none" else k,
+        f16_round(v) if m.v_quant != "none" else v,
+        quantize_side(k, m.k_quant, plan.clip_k[layer], m, True) if m.k_quant not in ("none", "f16") else None,
+        quantize_side(v, m.v_quant, plan.clip_v[layer], m, False) if m.v_quant not in ("none", "f16") else None)
+
+
+def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window: int | None = None,
+                     softcap: float | None = None, block: int = 256):
+    """Causal attention where query i reads position j from the quantised tier where
+    :func:`low_mask` says so, else from the 16-bit tier. Returns ``[Hq, T, D]`` float32
+    (in the rotated V space). Queries in blocks of ``block`` positions; float32 scores."""
+    import torch
+    m = method
+    hq, t, d = p.q.shape
+    hkv = p.hi_k.shape[0]
+    g = hq // hkv
+    qg = p.q.reshape(hkv, g, t, d)
+    out = torch.empty(hkv, g, t, d, dtype=torch.float32)
+    pos = torch.arange(t)
+    for a in range(0, t, block):
+        b = min(t, a + block)
+        lo = 0 if sliding_window is None else max(0, a - sliding_window + 1)
+        i, j = pos[a:b, None], pos[None, lo:b]
+        qb = qg[:, :, a:b].reshape(hkv, g * (b - a), d)
+        mk = low_mask(m, m.k_quant, i, j, True) if p.lo_k is not None else None
+        if p.lo_k is None or mk is not None:
+            s = qb @ p.hi_k[:, lo:b].transpose(1, 2)
+        if p.lo_k is not None:
+            s_lo = qb @ p.lo_k[:, lo:b].transpose(1, 2)
+            s = s_lo if mk is None else torch.where(mk.repeat(g, 1), s_lo, s)
+        s = s * scaling
+        if softcap is not None:
+            s = torch.tanh(s / softcap) * softcap
+        allowed = j <= i
+        if sliding_window is not None:
+            allowed = allowed & ((i - j) < sliding_window)
+        s = s.masked_fill(~allowed.repeat(g, 1), float("-inf"))
+        w = torch.softmax(s, dim=-1)
+        mv = low_mask(m, m.v_quant, i, j, False) if p.lo_v is not None else None
+        if p.lo_v is not None and mv is None:
+            o = w @ p.lo_v[:, lo:b]
+        else:
+            o = w @ p.hi_v[:, lo:b]
+            if p.lo_v is not None:
+                o = o + (w * mv.repeat(g, 1)) @ (p.lo_v[:, lo:b] - p.hi_v[:, lo:b])
+        out[:, :, a:b] = o.reshape(hkv, g, b - a, d)
+    return out.reshape(hq, t, d)
+
+
+def sim_attention(q, k, v, layer: int, plan: Plan, scaling: float, sliding_window: int | None = None,
+                  softcap: float | None = None):
+    """One layer's attention with the plan's KV treatment: q ``[Hq, T, D]``, k, v
+    ``[Hkv, T, D]`` (Hugging Face layout, post-RoPE) -> ``[Hq, T, D]`` float32 in the
+    original V space (the output rotated back with ``R_Vᵀ``)."""
+    p = prepare(q, k, v, layer, plan)
+    out = tiered_attention(p, plan.method, scaling, sliding_window, softcap, plan.block)
+    rv = plan.rv[layer]
+    return out if rv is None else rotate(out, rv.transpose(-1, -2), k.shape[0])
+
+
+_plan: Plan | None = None
+
+
+def _sim_attention(module, query, key, value, attention_mask_, dropout=0.0, scaling=None, sliding_window=None,
+                   softcap=None, **kwargs):
+    """The ``oscar_sim`` attention function (transformers' AttentionInterface signature):
+    ``query`` ``[1, Hq, T, D]``, ``key``/``value`` ``[1, Hkv, T, D]`` -> ``([1, T, Hq, D], None)``."""
+    if _plan is None:
+        raise RuntimeError("oscar_sim attention called outside simulating(...)")
+    if query.shape[0] != 1:
+        raise ValueError("oscar_sim runs one unpadded sequence at a time")
+    if scaling is None:
+        scaling = module.head_dim ** -0.5
+    o = sim_attention(query[0], key[0], value[0], int(module.layer_idx), _plan, float(scaling), sliding_window,
+                      softcap)
+    return o.to(query.dtype).transpose(0, 1)[None].contiguous(), None
+
+
+def register_attention() -> None:
+    """Register ``oscar_sim`` with transformers (idempotent)."""
+    from transformers import AttentionInterface
+    AttentionInterface.register(SIM_ATTN, _sim_attention)
+    try:
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+        AttentionMaskInterface.register(SIM_ATTN, sdpa_mask)
+    except ImportError:  # pragma: no cover - older transformers
+        pass
+
+
+@contextlib.contextmanager
+def simulating(model, plan: Plan) -> Iterator[None]:
+    """Within the block, ``model``'s attention runs :func:`sim_attention` with ``plan``."""
+    global _plan
+    register_attention()
+    prev_impl = model.config._attn_implementation
+    prev, _plan = _plan, plan
+    model.set_attn_implementation(SIM_ATTN)
+    try:
+        yield
+    finally:
+        _plan = prev
+        model.set_attn_implementation(prev_impl)
+
+
+# ============================================================================ model, text, calibration
+
+@dataclass
+class SimModel:
+    """A loaded PyTorch model and what the simulation needs to know about it."""
+    model: object
+    info: capture.ModelInfo
+    gguf: Path
+    perm: np.ndarray | None
+    source: str
+
+
+def load(gguf: str | Path, hf_model: str | Path | None = None) -> SimModel:
+    """Load the model of ``gguf`` in PyTorch (dequantised by transformers, or from
+    ``hf_model``, a Hugging Face folder holding the same weights) and find its Q/K layout."""
+    from . import gguf_io
+    gguf = Path(gguf)
+    src = Path(hf_model) if hf_model else gguf
+    model, _tok, info = capture.load_model(src)
+    base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    w_hf = base.layers[0].self_attn.k_proj.weight.detach().float().numpy()
+    w_gg = gguf_io.tensor_f32(gguf, "blk.0.attn_k.weight")
+    perm = capture.qk_permutation(w_hf, w_gg, info.n_head_kv, info.head_dim)
+    return SimModel(model, info, gguf, perm, str(src))
+
+
+def load_calibration(spec: str | Path | None, gguf: str | Path) -> Calibration | None:
+    """Rotations and clips from ``spec``: a rotation ``.npz``, an ``oscar-convert``-ed GGUF,
+    ``zoo`` (look the model up by fingerprint), or None/``auto`` (the GGUF itself if it
+    carries them, else the zoo, else None)."""
+    from . import gguf_io, zoo
+    if spec in (None, "auto"):
+        r = gguf_io.open_reader(gguf)
+        if "oscar.version" in r.fields:
+            return load_calibration(gguf, gguf)
+        try:
+            return load_calibration("zoo", gguf)
+        except zoo.NoZooEntry:
+            return None
+    if str(spec) == "zoo":
+        path, _entry = zoo.find(gguf_io.model_shape(gguf))
+        return load_calibration(path, gguf)
+    p = Path(spec)
+    if p.suffix == ".npz":
+        rot = zoo.Rotations.load(p)
+        rot.validate(gguf_io.model_shape(gguf), str(p))
+        return Calibration(rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v, str(p))
+    r = gguf_io.open_reader(p)
+    if "oscar.version" not in r.fields:
+        raise ValueError(f"{p} carries no OSCAR rotations (convert it with oscar-convert)")
+    n = gguf_io.model_shape(p).n_layer
+    rk = np.stack([gguf_io.tensor_f32(p, gguf_io.ROT_K.format(i)) for i in range(n)])
+    rv = np.stack([gguf_io.tensor_f32(p, gguf_io.ROT_V.format(i)) for i in range(n)])
+    ck = np.asarray(r.fields["oscar.clip_k"].contents(), np.float32)
+    cv = np.asarray(r.fields["oscar.clip_v"].contents(), np.float32)
+    return Calibration(rk, rv, ck, cv, str(p))
+
+
+@dataclass
+class Tokens:
+    """The tokenised text: ids (int64 ``[N]``), whether each chunk starts with BOS, the BOS id."""
+    ids: np.ndarray
+    add_bos: bool
+    bos: int
+    tokenizer: str
+
+
+def tokenize(gguf: str | Path, text: str, hf_model: str | Path | None = None) -> Tokens:
+    """Tokenise ``text`` as llama-perplexity does (``common_tokenize(text, add_special=true,
+    parse_special=false)``), with llama.cpp's tokenizer through our bindings when they load,
+    else with the Hugging Face tokenizer of the model."""
+    try:
+        from .llama import bindings
+        lc = bindings()
+        m = lc.Llama(str(gguf), vocab_only=True, verbose=False)
+        ids = m.tokenize(text.encode("utf-8"), add_bos=True, special=False)
+        bos = int(m.token_bos())
+        probe_on, probe_off = m.tokenize(b"a", add_bos=True), m.tokenize(b"a", add_bos=False)
+        return Tokens(np.asarray(ids, np.int64), len(probe_on) > len(probe_off), bos, "llama.cpp")
+    except (ImportError, FileNotFoundError, OSError):
+        from transformers import AutoTokenizer
+        src, kw = (str(hf_model), {}) if hf_model else (str(Path(gguf).parent), {"gguf_file": Path(gguf).name})
+        tok = AutoTokenizer.from_pretrained(src, **kw)
+        ids = tok(text).input_ids
+        bos = tok.bos_token_id
+        add_bos = bos is not None and len(ids) > 0 and ids[0] == bos
+        return Tokens(np.asarray(ids, np.int64), add_bos, -1 if bos is None else int(bos), "hugging face")
+
+
+def chunks(tokens: Tokens, ctx: int, n_chunks: int | None) -> list[np.ndarray]:
+    """llama-perplexity's chunks: ``tokens[i*ctx:(i+1)*ctx]``, the first replaced by BOS when
+    the vocabulary adds one. Raises with the needed token count if the text is too short."""
+    n_max = len(tokens.ids) // ctx
+    want = n_max if n_chunks is None else n_chunks
+    if len(tokens.ids) < 2 * ctx or want > n_max:
+        need = max(2, want) * ctx
+        raise ValueError(f"the text has {len(tokens.ids)} tokens; {need} are needed for "
+                         f"{max(2, want)} chunks of {ctx} (llama-perplexity needs at least 2*ctx)")
+    out = []
+    for i in range(want):
+        c = tokens.ids[i * ctx:(i + 1) * ctx].copy()
+        if tokens.add_bos:
+            c[0] = tokens.bos
+        out.append(c)
+    return out
+
+
+# ============================================================================ scoring
+
+def chunk_logprobs(model, ids: np.ndarray, plan: Plan):
+    """Log-probabilities (float32 ``[ctx/2 - 1, V]``) of the scored positions of one chunk
+    (``ctx/2 .. ctx-2``, predicting tokens ``ctx/2+1 .. ctx-1``) with ``plan``."""
+    import torch
+    ctx = len(ids)
+    first = ctx // 2
+    with torch.inference_mode(), simulating(model, plan):
+        logits = model(input_ids=torch.from_numpy(ids)[None], use_cache=False, logits_to_keep=ctx - first).logits
+    return torch.log_softmax(logits[0, :-1].float(), dim=-1)
+
+
+@dataclass
+class Stats:
+    """Per-token values of one method over all scored tokens."""
+    nll: list = field(default_factory=list)
+    kld: list = field(default_factory=list)
+    same_top: list = field(default_factory=list)
+
+    def add(self, logp, ref, targets) -> None:
+        """logp, ref: ``[N, V]`` log-probabilities (method, reference); targets ``[N]``."""
+        import torch
+        self.nll.append((-logp.gather(1, targets[:, None])[:, 0]).double().numpy())
+        self.kld.append((ref.exp() * (ref - logp)).sum(-1).double().clamp_min(0).numpy())
+        self.same_top.append((logp.argmax(-1) == ref.argmax(-1)).numpy())
+
+    def summary(self) -> dict:
+        """PPL, KLD and top-1 agreement with llama-perplexity's uncertainty formulas."""
+        nll, kld = np.concatenate(self.nll), np.concatenate(self.kld)
+        top = np.concatenate(self.same_top).astype(np.float64)
+        n = len(nll)
+
+        def mean_err(x):
+            m = float(x.mean())
+            var = float((x * x).mean() - m * m)
+            return m, (math.sqrt(var / (n - 1)) if var > 0 and n > 10 else 0.0)
+
+        mn, en = mean_err(nll)
+        mk, ek = mean_err(kld)
+        pt = float(top.mean())
+        return {"tokens": n, "ppl": math.exp(mn), "ppl_err": math.exp(mn) * en, "kld": mk, "kld_err": ek,
+                "kld_p99": float(np.sort(kld)[min(n - 1, int(0.99 * n))]),
+                "same_top": 100 * pt, "same_top_err": 100 * math.sqrt(pt * (1 - pt) / (n - 1))}
+
+
+def evaluate(sm: SimModel, chunk_ids: list[np.ndarray], methods: list[Method], calib: Calibration | None,
+             block: int = 256, progress: bool = True) -> dict[str, dict]:
+    """Score every method on every chunk against the unquantised model (same chunks, same
+    tokens). Returns ``{method name: summary}``."""
+    import torch
+    from tqdm import tqdm
+    info = sm.info
+    ref_plan = make_plan(PRESETS["none"], info.n_layer, info.head_dim, sm.perm, None, block)
+    plans = [make_plan(m, info.n_layer, info.head_dim, sm.perm, calib, block) for m in methods]
+    stats = {m.name: Stats() for m in methods}
+    bar = tqdm(total=len(chunk_ids) * (len(methods) + 1), desc="oscar-sim", unit="run", disable=not progress)
+    for ids in chunk_ids:
+        first = len(ids) // 2
+        targets = torch.from_numpy(ids[first + 1:])
+        bar.set_postfix_str("reference")
+        ref = chunk_logprobs(sm.model, ids, ref_plan)
+        bar.update()
+        for m, plan in zip(methods, plans):
+            bar.set_postfix_str(m.name)
+            stats[m.name].add(chunk_logprobs(sm.model, ids, plan), ref, targets)
+            bar.update()
+        del ref
+    bar.close()
+    return {name: s.summary() for name, s in stats.items()}
+
+
+# ============================================================================ llama.cpp cross-check
+
+def llama_config(method: Method, model: str | Path, calib: Calibration | None) -> tuple[Path, dict, list] | None:
+    """``(gguf, env, args)`` of the llama-perplexity run that computes what ``method``
+    simulates, or None when llama.cpp has no counterpart (KIVI, or a calibrated method
+    whose rotations are not in a GGUF). f16 and uncalibrated oscar2 run on ``model``
+    (which must carry no OSCAR tensors), calibrated oscar2 on the converted GGUF."""
+    from . import gguf_io
+    converted = "oscar.version" in gguf_io.open_reader(model).fields
+    if method.k_quant == "f16" and method.v_quant == "f16":
+        return Path(model), {}, ["-ctk", "f16", "-ctv", "f16"]
+    if method.k_quant != "oscar2" or method.v_quant != "oscar2":
+        return None
+    args = ["-ctk", "oscar2", "-ctv", "oscar2", "--kv-sink", str(method.sink), "--kv-recent", str(method.recent)]
+    if method.rotation == "calibrated":
+        if calib is None or not calib.source.endswith(".gguf"):
+            return None
+        return Path(calib.source), {}, args
+    if converted:
+        return None
+    return Path(model), ({"LLAMA_ATTN_ROT_DISABLE": "1"} if method.rotation == "none" else {}), args
+
+
+def llama_perplexity(gguf: str | Path, text: str | Path, ctx: int, n_chunks: int, env: dict, args: list,
+                     threads: int | None = None) -> dict:
+    """PPL (± error) of one llama-perplexity run of our build (``args`` set the cache types
+    and windows, ``env`` e.g. turns the Hadamard off)."""
+    cmd = [str(paths.tool("llama-perplexity")), "-m", str(gguf), "-f", str(text), "-c", str(ctx),
+           "--chunks", str(n_chunks), "-fa", "on", *args] + (["-t", str(threads)] if threads else [])
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **env))
+    if p.returncode != 0:
+        raise RuntimeError(f"llama-perplexity failed (exit {p.returncode}): " + (p.stderr or p.stdout)[-2000:])
+    from .perplexity import parse_report
+    r = parse_report(p.stdout + p.stderr)
+    return {"ppl": r.ppl, "ppl_err": r.ppl_err, "gguf": Path(gguf).name, "args": " ".join(args),
+            "env": " ".join(f"{k}={v}" for k, v in env.items())}
+
+
+def cross_check(methods: list[Method], results: dict[str, dict], model: str | Path, text: str | Path, ctx: int,
+                n_chunks: int, calib: Calibration | None, threads: int | None = None,
+                progress: bool = True) -> list[dict]:
+    """Run llama.cpp for every method it has a counterpart of; rows with both perplexities
+    and the relative difference (simulation / llama.cpp - 1)."""
+    from tqdm import tqdm
+    todo = [(m, llama_config(m, model, calib)) for m in methods]
+    todo = [(m, c) for m, c in todo if c is not None]
+    rows = []
+    for m, (gguf, env, args) in tqdm(todo, desc="llama-perplexity", unit="run", disable=not progress):
+        r = llama_perplexity(gguf, text, ctx, n_chunks, env, args, threads)
+        rows.append({"what": m.name, "llama": r, "sim": results[m.name]["ppl"],
+                     "rel_diff": results[m.name]["ppl"] / r["ppl"] - 1})
+    return rows
+
+
+# ============================================================================ report
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(paths.ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def markdown(report: dict) -> str:
+    """The report as markdown: a header of what was run, the method table, the cross-check."""
+    h = report["setup"]
+    lines = [f"# oscar-sim: {h['model']}", "",
+             f"PyTorch {h['torch']} (transformers {h['transformers']}) on {h['machine']}; commit {h['commit']}. "
+             f"Text `{h['text']}`, {h['chunks']} chunks of {h['ctx']} tokens (tokenizer: {h['tokenizer']}), "
+             f"second half of each chunk scored: {h['scored_tokens']} tokens. KLD and top-1 against the "
+             f"unquantised model (float32 K/V). Calibration: {h['calibration']}. Wall time {h['wall_s']:.0f} s.", "",
+             "| method | what is stored | bits/value (2-bit tier) | PPL | KLD | KLD 99 % | same top-1 |",
+             "|---|---|---|---|---|---|---|"]
+    for name, r in report["methods"].items():
+        bits = "16" if r["bits"] == 16 else f"{r['bits']:g}"
+        lines.append(f"| {name} | {r['describe']} | {bits} | {r['ppl']:.3f} ± {r['ppl_err']:.3f} | "
+                     f"{r['kld']:.4f} ± {r['kld_err']:.4f} | {r['kld_p99']:.3f} | "
+                     f"{r['same_top']:.1f} ± {r['same_top_err']:.1f} % |")
+    x = report.get("llama_cpp")
+    if x:
+        lines += ["", "llama.cpp cross-check (llama-perplexity of our build, same text, ctx and chunks):", "",
+                  "| method | llama.cpp run | llama.cpp PPL | simulation PPL | difference |", "|---|---|---|---|---|"]
+        for row in x["rows"]:
+            ll = row["llama"]
+            run = f"`{ll['gguf']}` {ll['args']}" + (f" ({ll['env']})" if ll["env"] else "")
+            lines.append(f"| {row['what']} | {run} | {ll['ppl']:.3f} ± {ll['ppl_err']:.3f} | "
+                         f"{row['sim']:.3f} | {100 * row['rel_diff']:+.2f} % |")
+    return "\n".join(lines) + "\n"
+
+
+def summary_line(report: dict) -> str:
+    """One line: the best 2-bit method by KLD and the cross-check result."""
+    two = {n: r for n, r in report["methods"].items() if r["bits"] < 4}
+    s = f"oscar-sim: {report['setup']['model']}, {report['setup']['scored_tokens']} tokens"
+    if two:
+        best = min(two, key=lambda n: two[n]["kld"])
+        s += f"; best 2-bit method {best}: PPL {two[best]['ppl']:.3f}, KLD {two[best]['kld']:.4f}, " \
+             f"top-1 {two[best]['same_top']:.1f} %"
+    x = report.get("llama_cpp")
+    if x:
+        s += "; vs llama.cpp: " + ", ".join(f"{r['what']} {100 * r['rel_diff']:+.2f} %" for r in x["rows"])
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``oscar-sim``: compare KV quantisation methods in PyTorch on the same text and chunks."""
+    ap = argparse.ArgumentParser(
+        prog="oscar-sim",
+        description="PyTorch reference simulation of 2-bit KV caches: runs the model of a GGUF in "
+                    "transformers with its keys and values quantised before attention by each method, "
+                    "on llama-perplexity's chunks, and reports perplexity, KL divergence and top-1 "
+                    "agreement against the unquantised model. Optionally cross-checks llama.cpp.",
+        epilog="Methods: " + ", ".join(PRESETS) + "; options as in oscar:sink=0,recent=0 or kivi:group=32,residual=128.")
+    ap.add_argument("model", help="GGUF model file (tokenizer, head layout; weights unless --hf-model)")
+    ap.add_argument("--text", default=str(paths.WIKITEXT2_TEST), help="evaluation text (default: WikiText-2 test)")
+    ap.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated methods (default {DEFAULT_METHODS})")
+    ap.add_argument("--ctx", type=int, default=4096, help="tokens per chunk (default 4096)")
+    ap.add_argument("--chunks", type=int, default=2, help="number of chunks (default 2)")
+    ap.add_argument("--rotations", default="auto",
+                    help="calibration for oscar: a zoo .npz, an oscar-convert-ed GGUF, 'zoo', or 'auto' "
+                         "(the model GGUF if converted, else the zoo)")
+    ap.add_argument("--hf-model", help="Hugging Face folder with the same weights (skips GGUF dequantisation)")
+    ap.add_argument("--llama", action="store_true",
+                    help="also run llama-perplexity of our build for every method it implements (f16; oscar2 with "
+                         "its rotation and windows; calibrated ones on the --rotations GGUF) and compare")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
+    ap.add_argument("--block", type=int, default=256, help="queries per attention block (memory)")
+    ap.add_argument("--out", help="folder for sim.md and sim.json (default results/sim/<model>-ctx<ctx>)")
+    a = ap.parse_args(argv)
+
+    for p, what in ((a.model, "model"), (a.text, "text")):
+        if not Path(p).is_file():
+            ap.error(f"{what} file {p} does not exist")
+    try:
+        methods = parse_methods(a.methods)
+    except ValueError as e:
+        ap.error(str(e))
+    if a.ctx < 8 or a.ctx % 2:
+        ap.error("--ctx must be an even number >= 8")
+    import torch
+    import transformers
+    torch.set_num_threads(a.threads or max(1, os.cpu_count() or 1))
+    t0 = time.time()
+    calib = load_calibration(a.rotations, a.model)
+    for m in methods:
+        if m.rotation == "calibrated" and calib is None:
+            ap.error(f"method {m.name} needs calibrated rotations and none were found for {a.model} "
+                     "(give --rotations FILE, or use oscar-hadamard)")
+    text = Path(a.text).read_text(encoding="utf-8", errors="replace")
+    toks = tokenize(a.model, text, a.hf_model)
+    try:
+        ids = chunks(toks, a.ctx, a.chunks)
+    except ValueError as e:
+        ap.error(str(e))
+    print(f"oscar-sim: loading {a.hf_model or a.model} in PyTorch ...", file=sys.stderr, flush=True)
+    sm = load(a.model, a.hf_model)
+    res = evaluate(sm, ids, methods, calib, a.block)
+    by = {m.name: m for m in methods}
+    report = {
+        "setup": {"model": Path(a.model).name, "weights": sm.source, "text": Path(a.text).name, "ctx": a.ctx,
+                  "chunks": len(ids), "scored_tokens": len(ids) * (a.ctx - a.ctx // 2 - 1),
+                  "tokenizer": toks.tokenizer, "qk_layout": "llama.cpp (permuted)" if sm.perm is not None else "as is",
+                  "calibration": calib.source if calib else "none", "torch": torch.__version__,
+                  "transformers": transformers.__version__, "commit": git_commit(),
+                  "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
+                  "command": "oscar-sim " + " ".join(sys.argv[1:] if argv is None else argv), "wall_s": 0.0},
+        "methods": {n: {**r, "bits": by[n].bits, "describe": by[n].describe(), "method": asdict(by[n])}
+                    for n, r in res.items()},
+    }
+    if a.llama:
+        rows = cross_check(methods, res, a.model, a.text, a.ctx, len(ids), calib, a.threads)
+        report["llama_cpp"] = {"model": Path(a.model).name, "rows": rows}
+    report["setup"]["wall_s"] = time.time() - t0
+    out = Path(a.out) if a.out else paths.ROOT / "results" / "sim" / f"{Path(a.model).stem}-ctx{a.ctx}"
+    out.mkdir(parents=True, exist_ok=True)
+    md = markdown(report)
+    (out / "sim.md").write_text(md)
+    (out / "sim.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(md)
+    print(summary_line(report))
+    print(f"written: {out / 'sim.md'}, {out / 'sim.json'}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
