@@ -67,9 +67,10 @@ _NUMBER = re.compile(r"\d+")
 
 
 def score(continuation: str, key: int) -> bool:
-    """Whether the first number in the model's continuation is the key."""
+    """Whether the first run of digits in the model's continuation is exactly the key
+    (``"48213."`` yes; ``"048213"``, ``"4821"`` or ``"48 213"`` no)."""
     m = _NUMBER.search(continuation)
-    return m is not None and int(m.group()) == key
+    return m is not None and m.group() == str(key)
 
 
 def keys(n: int, seed: int = 0) -> list[int]:

@@ -1,0 +1,159 @@
+"""oscar-bench and oscar-synth: the KV memory model against llama.cpp's own accounting and by
+hand, a tiny real sweep (table, JSON, PNG), a failing depth that becomes a row, the bare-machine
+import path, and synthetic models with q4_0 weights."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import oscar
+from oscar import bench, kvmem, paths, synthetic
+from oscar.perplexity import KVConfig
+
+SMOL = kvmem.KVGeometry(n_layer=30, n_head_kv=3, head_dim_k=64, head_dim_v=64)
+
+
+# ----------------------------------------------------------------------------- memory model
+
+@pytest.mark.parametrize("k,v,sink,recent", [("oscar2", "oscar2", 64, 256), ("q4_0", "oscar2", 0, 0),
+                                             ("oscar2", "f16", 16, 32), ("q8_0", "oscar2", 64, 256)])
+def test_kv_model_matches_llama_cpp(smollm2, k, v, sink, recent):
+    """MiB of each tier as llama.cpp reports them at start (llama_oscar_kv_describe) equal the model."""
+    ctx = 1024
+    llm = oscar.load(smollm2, kv_k=k, kv_v=v, kv_sink=sink, kv_recent=recent, n_ctx=ctx)
+    got = kvmem.parse_oscar_line(oscar.describe(llm))
+    b = kvmem.kv_bytes(SMOL, ctx, k, v, sink, recent)
+    o2 = sum(kvmem.kv_bytes(SMOL, ctx, t, t, 0, 0)["main"] / 2 for t in (k, v) if t == "oscar2")
+    other = sum(kvmem.kv_bytes(SMOL, ctx, t, t, 0, 0)["main"] / 2 for t in (k, v) if t != "oscar2")
+    assert got["oscar2"] == pytest.approx(o2 / 2**20, abs=0.006)
+    assert got["pool"] == pytest.approx(b["pool"] / 2**20, abs=0.006)
+    assert got["other"] == pytest.approx(other / 2**20, abs=0.006)
+    assert b["total"] == pytest.approx(o2 + other + b["pool"])
+
+
+def test_kv_model_by_hand():
+    # SmolLM2 at 4096: f16 23040 bytes/token (30 layers x 3 heads x 128 values x 2 bytes), 90 MiB
+    assert kvmem.kv_bytes(SMOL, 4096, "f16", "f16")["total"] == 23040 * 4096
+    # oscar2: 2.5 bits -> 3600 bytes/token; pool 64+256+512+1 = 833 slots x 30 x 3 x 128 x 2 bytes
+    b = kvmem.kv_bytes(SMOL, 4096, "oscar2", "oscar2", 64, 256)
+    assert b["main"] == 3600 * 4096 and b["pool"] == 833 * 30 * 3 * 128 * 2
+    assert kvmem.kv_bytes(SMOL, 100, "oscar2", "oscar2", 64, 256)["pool"] == 257 * 30 * 3 * 128 * 2  # capped at cells
+    assert kvmem.cells(1) == 256 and kvmem.cells(4097) == 4352
+    assert kvmem.bits_per_value(SMOL, 4096, "oscar2", "oscar2", 0, 0) == 2.5
+    with pytest.raises(ValueError, match="known: f32"):
+        kvmem.bits("q3_k")
+
+
+def test_max_context_by_hand():
+    g = kvmem.KVGeometry(n_layer=1, n_head_kv=1, head_dim_k=64, head_dim_v=64)
+    budget = 256_000
+    assert kvmem.max_context(g, budget, "f16", "f16") == 768            # 256 B/token -> 1000 -> 3 x 256
+    assert kvmem.max_context(g, budget, "oscar2", "oscar2", 0, 0) == 6400   # 40 B/token -> 6400 = 25 x 256
+    # windows 16/32: pool (48 + 512 + 1) x 128 x 2 B = 143616 B, leaves 112384 B -> 2809 -> 2560
+    assert kvmem.max_context(g, budget, "oscar2", "oscar2", 16, 32) == 2560
+    assert kvmem.max_context(g, 100, "f16", "f16") == 0
+
+
+def test_windows_in_force():
+    facts = {"sink_tokens": 32, "recent_tokens": None}
+    assert bench.windows(KVConfig.parse("oscar2"), facts) == (32, 256)
+    assert bench.windows(KVConfig.parse("oscar2:sink=0,recent=8"), facts) == (0, 8)
+
+
+def test_geometry_from_gguf(smollm2):
+    g, facts = bench.read_geometry(smollm2)
+    assert g == SMOL and facts["arch"] == "llama" and facts["context_length"] == 8192
+
+
+# ----------------------------------------------------------------------------- real sweeps
+
+def test_tiny_sweep_table_json_png(smollm2, bin_dir, tmp_path):
+    out = tmp_path / "b"
+    rc = bench.main([str(smollm2), "--kv", "f16,oscar2", "-d", "0,64", "-p", "16", "-n", "4", "-r", "1",
+                     "-t", "2", "--out", str(out), "-q"])
+    assert rc == 0
+    data = json.loads((out / "bench.json").read_text())
+    rows = data["rows"]
+    assert [(r["kv"], r["depth"]) for r in rows] == [("f16", 0), ("f16", 64), ("oscar2", 0), ("oscar2", 64)]
+    for r in rows:
+        assert r["status"] == "ok" and r["pp_ts"] > 0 and r["tg_ts"] > 0
+        b = kvmem.kv_bytes(SMOL, r["depth"] + 16 + 4, r["type_k"], r["type_v"], 64, 256)
+        assert r["kv_mib"] == pytest.approx(b["total"] / 2**20)
+    assert data["meta"]["llama_bench"]["build_commit"] and data["meta"]["machine"]["cores"] >= 1
+    md = (out / "bench.md").read_text()
+    assert "| oscar2 | 64 |" in md and "largest context in 24 GiB" in md
+    png = (out / "bench.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+
+
+BLOCKER = """
+import sys
+class _Bare:
+    '''A GPU machine with numpy only: refuse the packages oscar-bench must not need.'''
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {'torch', 'transformers', 'llama_cpp', 'matplotlib', 'tqdm', 'scipy'}:
+            raise ImportError('not on this machine: ' + name)
+sys.meta_path.insert(0, _Bare())
+"""
+
+
+def test_bare_machine_run_with_a_failing_depth(smollm2, bin_dir, tmp_path):
+    """`PYTHONPATH=py:llama.cpp/gguf-py python -m oscar.bench` with torch, transformers, the
+    bindings, tqdm and matplotlib unavailable, and --bin-dir given; a depth whose KV cache cannot
+    be allocated (100M tokens, ~2 TiB in f16) is a failed row and the sweep continues."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(textwrap.dedent(BLOCKER))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(paths.ROOT / "py"),
+                                                       str(paths.ROOT / "llama.cpp" / "gguf-py")]))
+    out = tmp_path / "bare"
+    p = subprocess.run([sys.executable, "-m", "oscar.bench", str(smollm2), "--kv", "q4_0", "-d", "0,100000000,32",
+                        "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--bin-dir", str(bin_dir), "--out", str(out)],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr and "no PNG" in p.stderr
+    rows = json.loads((out / "bench.json").read_text())["rows"]
+    assert [r["depth"] for r in rows] == [0, 100000000, 32]
+    assert rows[0]["status"] == "ok" and rows[2]["status"] == "ok" and rows[2]["tg_ts"] > 0
+    assert rows[1]["status"].startswith("failed: llama-bench exit") and "context" in rows[1]["status"]
+    assert "failed: llama-bench exit" in (out / "bench.md").read_text()
+    assert not (out / "bench.png").exists()
+
+
+def test_bench_bad_input(smollm2, tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "oscar.bench", *args], capture_output=True, text=True,
+                              timeout=120)
+    for args, needle in [((str(tmp_path / "no.gguf"),), "does not exist"),
+                         ((str(smollm2), "--bin-dir", str(tmp_path)), "point --bin-dir"),
+                         ((str(smollm2), "--kv", "q3_k"), "unknown KV cache type 'q3_k'"),
+                         ((str(smollm2), "-p", "0", "-n", "0"), "at least one of them")]:
+        p = run(*args)
+        assert p.returncode == 1 and "Traceback" not in p.stderr and needle in p.stderr, p.stderr
+    p = run(str(smollm2), "-d", "0,-5")
+    assert p.returncode == 2 and "depths of 0 or more" in p.stderr
+
+
+# ----------------------------------------------------------------------------- oscar-synth
+
+def test_synth_q4_0_weights_load_and_run(tmp_path):
+    import gguf
+    out = tmp_path / "tiny.gguf"
+    assert synthetic.main(["tiny-hd64", "--weights", "q4_0", "--ctx", "1024", "-o", str(out)]) == 0
+    r = gguf.GGUFReader(str(out))
+    types = {t.name: t.tensor_type for t in r.tensors}
+    assert types["blk.0.attn_q.weight"] == gguf.GGMLQuantizationType.Q4_0
+    assert types["blk.1.ffn_down.weight"] == gguf.GGMLQuantizationType.Q4_0
+    assert int(r.fields["llama.context_length"].contents()) == 1024
+    t = next(t for t in r.tensors if t.name == "blk.0.ffn_up.weight")
+    w = gguf.quants.dequantize(t.data, t.tensor_type)
+    assert w.shape == (256, 128) and abs(w.std() * np.sqrt(128) - 1) < 0.1   # N(0, 1/cols), 4-bit rounded
+    llm = oscar.load(out, kv="oscar2", n_ctx=256, kv_sink=0, kv_recent=0)
+    assert llm.create_completion("abc", max_tokens=2, temperature=0.0)["usage"]["completion_tokens"] >= 1
+    assert synthetic.main(["tiny-hd64", "-o", str(out)]) == 1   # refuses to overwrite
