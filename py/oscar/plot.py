@@ -19,13 +19,14 @@ def quality_vs_bits(rows: list[dict], path: str | Path, title: str) -> Path:
     reference (KLD 0) is left out of the KLD panel."""
     plt = _plt()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for r in rows:
-        x = r["bits"]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, r in enumerate(rows):
+        x, c = r["bits"], colors[i % len(colors)]
         if r["kld"] > 0:
             a1.errorbar([x], [r["kld"]], yerr=[[min(r.get("kld_err") or 0, r["kld"] * 0.99)], [r.get("kld_err") or 0]],
-                        fmt="o", capsize=3)
+                        fmt="o", capsize=3, color=c)
             a1.annotate(r["kv"], (x, r["kld"]), textcoords="offset points", xytext=(5, 4), fontsize=8)
-        a2.errorbar([x], [r["ppl"]], yerr=[r.get("ppl_err") or 0], fmt="s", capsize=3)
+        a2.errorbar([x], [r["ppl"]], yerr=[r.get("ppl_err") or 0], fmt="s", capsize=3, color=c)
         a2.annotate(r["kv"], (x, r["ppl"]), textcoords="offset points", xytext=(5, 4), fontsize=8)
     a1.set_yscale("log")
     a1.set_xlabel("bits per K/V value (16-bit window pool included)")
@@ -80,11 +81,16 @@ def passkey_accuracy(rows: list[dict], path: str | Path, title: str) -> Path:
     configuration and context length. rows: ``kv``, ``ctx``, ``depth``, ``accuracy``."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for key in dict.fromkeys((r["kv"], r["ctx"]) for r in rows):
+    keys = list(dict.fromkeys((r["kv"], r["ctx"]) for r in rows))
+    for i, key in enumerate(keys):
         rs = sorted((r for r in rows if (r["kv"], r["ctx"]) == key), key=lambda r: r["depth"])
-        ax.plot([100 * r["depth"] for r in rs], [r["accuracy"] for r in rs], marker="o", label=f"{key[0]}, ctx {key[1]}")
+        shift = (i - (len(keys) - 1) / 2) * 1.2  # side by side where lines coincide
+        ax.errorbar([100 * r["depth"] + shift for r in rs], [r["accuracy"] for r in rs],
+                    yerr=[[r["accuracy"] - r.get("ci_low", r["accuracy"]) for r in rs],
+                          [r.get("ci_high", r["accuracy"]) - r["accuracy"] for r in rs]],
+                    marker="osD^v<>"[i % 7], capsize=3, label=f"{key[0]}, ctx {key[1]}")
     ax.set_xlabel("depth of the passkey (% of the filler)")
-    ax.set_ylabel("retrieval accuracy (%)")
+    ax.set_ylabel("retrieval accuracy (%), 95 % Wilson interval")
     ax.set_ylim(-5, 105)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
