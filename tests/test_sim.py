@@ -139,6 +139,36 @@ def test_kivi_against_brute_force():
     assert np.abs(gk - x).max() > 0.01  # really quantised
 
 
+def test_q8_0_query_rounding_against_ggml_formula():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 128)).astype(np.float32) * 5
+    x[1, :32] = 0
+    got = sim.q8_0_fake(torch.from_numpy(x)).numpy()
+    want = np.zeros_like(x)
+    for r in range(3):
+        for a in range(0, 128, 32):
+            b = x[r, a:a + 32]
+            d = np.float32(np.abs(b).max() / np.float32(127))
+            idv = np.float32(1) / d if d else np.float32(0)
+            c = [np.copysign(np.floor(abs(float(np.float32(v * idv))) + 0.5), v) for v in b]  # C roundf
+            want[r, a:a + 32] = np.float32(np.float16(d)) * np.array(c, np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_cli_bad_input(tmp_path, smollm2, capsys):
+    with pytest.raises(SystemExit):
+        sim.main([str(tmp_path / "none.gguf")])
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        sim.main([str(smollm2), "--methods", "f16,q4_0"])
+    assert "unknown method 'q4_0'" in capsys.readouterr().err
+    short = tmp_path / "short.txt"
+    short.write_text("A few words only. " * 50)
+    with pytest.raises(SystemExit):
+        sim.main([str(smollm2), "--text", str(short), "--ctx", "512", "--chunks", "2", "--methods", "f16"])
+    assert "1024 are needed" in capsys.readouterr().err
+
+
 def test_clip_rows_equals_numpy_definition():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((5, 3, 64)).astype(np.float32)

@@ -113,6 +113,19 @@ def oscar2_fake(x):
     return oscar2_dequantize(*oscar2_quantize(x))
 
 
+def q8_0_fake(x):
+    """ggml ``q8_0`` quantise-dequantise of ``x`` ``[..., D]`` (blocks of 32 along the last
+    axis: step ``amax/127`` stored as f16, codes ``round(x/step)`` half away from zero),
+    what llama.cpp's CPU kernels do to a query before its dot products with 2-bit keys."""
+    import torch
+    xb = x.reshape(*x.shape[:-1], x.shape[-1] // 32, 32)
+    d = xb.abs().amax(dim=-1, keepdim=True) / 127.0
+    idv = torch.where(d > 0, 1.0 / torch.where(d > 0, d, torch.ones_like(d)), torch.zeros_like(d))
+    y = xb * idv
+    c = torch.sign(y) * torch.floor(y.abs() + 0.5)
+    return (f16_round(d) * c).reshape(x.shape)
+
+
 def clip_rows(x, r: float):
     """Torch twin of :func:`oscar.clip.clip_rows`: clamp each row of ``x`` ``[..., D]``
     to ``[-t, t]``, t the magnitude of rank ``clip_index(r, D)`` of the row's |x|."""
@@ -270,7 +283,9 @@ class Calibration:
 class Plan:
     """What the attention function needs for one method, per layer (torch float32):
     perm ``[D]`` (llama.cpp layout of Q/K, or None), rk/rv ``[L]`` of ``[D, D]`` or
-    ``[Hkv, D, D]`` (None: no rotation), clip_k/clip_v ``[L]`` ratios (1: none)."""
+    ``[Hkv, D, D]`` (None: no rotation), clip_k/clip_v ``[L]`` ratios (1: none);
+    llama_query: round queries as llama.cpp's CPU flash attention does (q8_0 against
+    ``oscar2`` keys, f16 against 16-bit keys) instead of keeping them exact."""
     method: Method
     perm: object = None
     rk: list = field(default_factory=list)
@@ -278,6 +293,7 @@ class Plan:
     clip_k: list = field(default_factory=list)
     clip_v: list = field(default_factory=list)
     block: int = 256
+    llama_query: bool = False
 
 
 def hadamard_blocks(d: int, n: int):
@@ -299,10 +315,11 @@ def llama_hadamard_sizes(d: int) -> tuple[int, int] | None:
 
 
 def make_plan(method: Method, n_layer: int, head_dim: int, perm: np.ndarray | None,
-              calib: Calibration | None, block: int = 256) -> Plan:
+              calib: Calibration | None, block: int = 256, llama_query: bool = False) -> Plan:
     """Per-layer tensors for ``method`` (raises when a calibrated method has no calibration)."""
     import torch
-    plan = Plan(method, torch.from_numpy(np.asarray(perm)) if perm is not None else None, block=block)
+    plan = Plan(method, torch.from_numpy(np.asarray(perm)) if perm is not None else None, block=block,
+                llama_query=llama_query)
     if method.rotation == "hadamard":
         sizes = llama_hadamard_sizes(head_dim)
         if sizes is None:
@@ -393,10 +410,11 @@ def prepare(q, k, v, layer: int, plan: Plan) -> Prepared:
 
 
 def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window: int | None = None,
-                     softcap: float | None = None, block: int = 256):
+                     softcap: float | None = None, block: int = 256, llama_query: bool = False):
     """Causal attention where query i reads position j from the quantised tier where
     :func:`low_mask` says so, else from the 16-bit tier. Returns ``[Hq, T, D]`` float32
-    (in the rotated V space). Queries in blocks of ``block`` positions; float32 scores."""
+    (in the rotated V space). Queries in blocks of ``block`` positions; float32 scores.
+    llama_query: queries rounded to f16 against 16-bit keys and to q8_0 against oscar2 keys."""
     import torch
     m = method
     hq, t, d = p.q.shape
@@ -410,11 +428,13 @@ def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window
         lo = 0 if sliding_window is None else max(0, a - sliding_window + 1)
         i, j = pos[a:b, None], pos[None, lo:b]
         qb = qg[:, :, a:b].reshape(hkv, g * (b - a), d)
+        q_hi = f16_round(qb) if llama_query and m.k_quant != "none" else qb
+        q_lo = q8_0_fake(qb) if llama_query and m.k_quant == "oscar2" else qb
         mk = low_mask(m, m.k_quant, i, j, True) if p.lo_k is not None else None
         if p.lo_k is None or mk is not None:
-            s = qb @ p.hi_k[:, lo:b].transpose(1, 2)
+            s = q_hi @ p.hi_k[:, lo:b].transpose(1, 2)
         if p.lo_k is not None:
-            s_lo = qb @ p.lo_k[:, lo:b].transpose(1, 2)
+            s_lo = q_lo @ p.lo_k[:, lo:b].transpose(1, 2)
             s = s_lo if mk is None else torch.where(mk.repeat(g, 1), s_lo, s)
         s = s * scaling
         if softcap is not None:
@@ -441,7 +461,7 @@ def sim_attention(q, k, v, layer: int, plan: Plan, scaling: float, sliding_windo
     ``[Hkv, T, D]`` (Hugging Face layout, post-RoPE) -> ``[Hq, T, D]`` float32 in the
     original V space (the output rotated back with ``R_Vᵀ``)."""
     p = prepare(q, k, v, layer, plan)
-    out = tiered_attention(p, plan.method, scaling, sliding_window, softcap, plan.block)
+    out = tiered_attention(p, plan.method, scaling, sliding_window, softcap, plan.block, plan.llama_query)
     rv = plan.rv[layer]
     return out if rv is None else rotate(out, rv.transpose(-1, -2), k.shape[0])
 
@@ -644,14 +664,14 @@ class Stats:
 
 
 def evaluate(sm: SimModel, chunk_ids: list[np.ndarray], methods: list[Method], calib: Calibration | None,
-             block: int = 256, progress: bool = True) -> dict[str, dict]:
+             block: int = 256, progress: bool = True, llama_query: bool = False) -> dict[str, dict]:
     """Score every method on every chunk against the unquantised model (same chunks, same
     tokens). Returns ``{method name: summary}``."""
     import torch
     from tqdm import tqdm
     info = sm.info
     ref_plan = make_plan(PRESETS["none"], info.n_layer, info.head_dim, sm.perm, None, block)
-    plans = [make_plan(m, info.n_layer, info.head_dim, sm.perm, calib, block) for m in methods]
+    plans = [make_plan(m, info.n_layer, info.head_dim, sm.perm, calib, block, llama_query) for m in methods]
     stats = {m.name: Stats() for m in methods}
     bar = tqdm(total=len(chunk_ids) * (len(methods) + 1), desc="oscar-sim", unit="run", disable=not progress)
     for ids in chunk_ids:
@@ -740,7 +760,7 @@ def markdown(report: dict) -> str:
              f"PyTorch {h['torch']} (transformers {h['transformers']}) on {h['machine']}; commit {h['commit']}. "
              f"Text `{h['text']}`, {h['chunks']} chunks of {h['ctx']} tokens (tokenizer: {h['tokenizer']}), "
              f"second half of each chunk scored: {h['scored_tokens']} tokens. KLD and top-1 against the "
-             f"unquantised model (float32 K/V). Calibration: {h['calibration']}. Wall time {h['wall_s']:.0f} s.", "",
+             f"unquantised model (float32 K/V). Queries: {h['queries']}. Calibration: {h['calibration']}. Wall time {h['wall_s']:.0f} s.", "",
              "| method | what is stored | bits/value (2-bit tier) | PPL | KLD | KLD 99 % | same top-1 |",
              "|---|---|---|---|---|---|---|"]
     for name, r in report["methods"].items():
@@ -795,6 +815,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llama", action="store_true",
                     help="also run llama-perplexity of our build for every method it implements (f16; oscar2 with "
                          "its rotation and windows; calibrated ones on the --rotations GGUF) and compare")
+    ap.add_argument("--llama-query", action="store_true",
+                    help="round queries as llama.cpp's CPU flash attention does (q8_0 against oscar2 keys, f16 "
+                         "against 16-bit keys); default: exact float32 queries (the method alone)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     ap.add_argument("--block", type=int, default=256, help="queries per attention block (memory)")
     ap.add_argument("--out", help="folder for sim.md and sim.json (default results/sim/<model>-ctx<ctx>)")
@@ -826,13 +849,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(e))
     print(f"oscar-sim: loading {a.hf_model or a.model} in PyTorch ...", file=sys.stderr, flush=True)
     sm = load(a.model, a.hf_model)
-    res = evaluate(sm, ids, methods, calib, a.block)
+    res = evaluate(sm, ids, methods, calib, a.block, llama_query=a.llama_query)
     by = {m.name: m for m in methods}
     report = {
         "setup": {"model": Path(a.model).name, "weights": sm.source, "text": Path(a.text).name, "ctx": a.ctx,
                   "chunks": len(ids), "scored_tokens": len(ids) * (a.ctx - a.ctx // 2 - 1),
                   "tokenizer": toks.tokenizer, "qk_layout": "llama.cpp (permuted)" if sm.perm is not None else "as is",
-                  "calibration": calib.source if calib else "none", "torch": torch.__version__,
+                  "calibration": calib.source if calib else "none",
+                  "queries": "rounded as llama.cpp's CPU kernels (q8_0/f16)" if a.llama_query else "exact (float32)",
+                  "torch": torch.__version__,
                   "transformers": transformers.__version__, "commit": git_commit(),
                   "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads",
                   "command": "oscar-sim " + " ".join(sys.argv[1:] if argv is None else argv), "wall_s": 0.0},
