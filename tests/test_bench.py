@@ -114,7 +114,8 @@ def test_bare_machine_run_with_a_failing_depth(smollm2, bin_dir, tmp_path):
                                                        str(paths.ROOT / "llama.cpp" / "gguf-py")]))
     out = tmp_path / "bare"
     p = subprocess.run([sys.executable, "-m", "oscar.bench", str(smollm2), "--kv", "q4_0", "-d", "0,100000000,32",
-                        "-p", "0", "-n", "4", "-r", "1", "-t", "2", "--bin-dir", str(bin_dir), "--out", str(out)],
+                        "-p", "0", "-n", "4", "-r", "1", "-t", "2", "-ngl", "99", "--bin-dir", str(bin_dir),
+                        "--out", str(out)],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and "no PNG" in p.stderr
