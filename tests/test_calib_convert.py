@@ -258,3 +258,68 @@ def test_per_head_rotation_file(smollm2, shape, tmp_path, capsys):
     err = run_bad([str(smollm2), "--rotations", str(tmp_path / "pl.npz"), "--per-head", "-o", str(tmp_path / "x.gguf")],
                   capsys)
     assert "--per-head" in err and "per layer" in err
+
+
+# ----------------------------------------------------------------------------- --rotations zoo: broken zoos
+
+@pytest.fixture
+def user_zoo(tmp_path, monkeypatch):
+    """An empty user zoo folder in $OSCAR_ZOO, the bundled zoo hidden."""
+    monkeypatch.setattr(zoo, "BUNDLED_ZOO", tmp_path / "empty-zoo")
+    d = tmp_path / "user-zoo"
+    monkeypatch.setenv("OSCAR_ZOO", str(d))
+    return d
+
+
+def test_zoo_manifest_unreadable(smollm2, user_zoo, tmp_path, capsys):
+    user_zoo.mkdir()
+    (user_zoo / "manifest.json").write_text("{not json")
+    err = run_bad([str(smollm2), "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert f"zoo manifest {user_zoo / 'manifest.json'} is not readable" in err and "fix it" in err
+    assert cli.oscar_main(["zoo", "list"]) == 1
+    assert "is not readable" in capsys.readouterr().err
+    assert not (tmp_path / "o.gguf").exists()
+
+
+def test_zoo_entry_file_missing(smollm2, shape, user_zoo, tmp_path, capsys):
+    zoo.add(user_zoo, "gone", rotations_for(shape)).unlink()
+    err = run_bad([str(smollm2), "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "lists gone.npz for this model" in err and "is missing" in err and "restore the file" in err
+
+
+def test_zoo_file_corrupt(smollm2, shape, user_zoo, tmp_path, capsys):
+    zoo.add(user_zoo, "junk", rotations_for(shape)).write_bytes(b"not a zip")
+    err = run_bad([str(smollm2), "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "junk.npz for this model is broken" in err and "--rotations calibrate" in err
+
+
+def test_zoo_file_for_another_model(smollm2, shape, user_zoo, tmp_path, capsys):
+    """An entry filed under this model's fingerprint whose arrays are another model's."""
+    r = rotations_for(shape)
+    r.rot_k, r.rot_v = r.rot_k[:29], r.rot_v[:29]
+    zoo.add(user_zoo, "wrong", r)
+    err = run_bad([str(smollm2), "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "zoo file" in err and "wrong.npz" in err and "rot_k has shape (29, 64, 64)" in err
+    assert not (tmp_path / "o.gguf").exists()
+
+
+def test_zoo_per_head_asked_but_only_per_layer(smollm2, shape, user_zoo, tmp_path, capsys):
+    zoo.add(user_zoo, "layers", rotations_for(shape))
+    err = run_bad([str(smollm2), "--rotations", "zoo", "--per-head", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "no per-head zoo entry" in err and "--rotations calibrate" in err
+
+
+def test_zoo_alias_without_model_file(monkeypatch, tmp_path, capsys):
+    from oscar import paths
+    monkeypatch.setattr(paths, "MODELS", tmp_path)
+    err = run_bad(["gemma3-270m", "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "gemma-3-270m-it-Q4_K_M.gguf is missing" in err and "fetch-models.sh gemma3" in err
+
+
+def test_torch_model_checked(smollm2, tmp_path, capsys):
+    err = run_bad([str(smollm2), "--rotations", "zoo", "--torch-model", str(tmp_path), "-o", str(tmp_path / "o.gguf")],
+                  capsys)
+    assert "--torch-model is only used with --rotations calibrate" in err
+    err = run_bad([str(smollm2), "--rotations", "calibrate", "--torch-model", str(tmp_path), "-o",
+                   str(tmp_path / "o.gguf")], capsys)
+    assert "not a Hugging Face model folder" in err and "oscar dequantize" in err

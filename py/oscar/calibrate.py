@@ -67,10 +67,11 @@ def layer_sims(cap: capture.Capture, layer: int, rot_k: np.ndarray, rot_v: np.nd
 
 
 def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, progress: bool = True,
-                 desc: str = "clip search") -> list[clip.ClipResult]:
-    """Per-layer clip search (:func:`oscar.clip.search_layer`) with a progress bar."""
+                 desc: str = "clip search", lo: float = clip.DEFAULT_CLIP_LO) -> list[clip.ClipResult]:
+    """Per-layer clip search (:func:`oscar.clip.search_layer`, grid of ratios >= ``lo``) with a
+    progress bar. rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (Hugging Face layout)."""
     from tqdm import tqdm
-    return [clip.search_layer(layer_sims(cap, i, rot_k[i], rot_v[i]), cap.info.head_dim)
+    return [clip.search_layer(layer_sims(cap, i, rot_k[i], rot_v[i]), cap.info.head_dim, lo=lo)
             for i in tqdm(range(cap.info.n_layer), desc=desc, unit="layer", disable=not progress)]
 
 
@@ -91,17 +92,29 @@ def to_gguf_layout(model, gguf_path: str | Path, info: capture.ModelInfo, rot_k:
     return rot_k[..., perm, :], True
 
 
-def calibrate(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.ModelShape, data: str,
-              n_tokens: int = DEFAULT_TOKENS, heldout_tokens: int = DEFAULT_HELDOUT, ctx: int = DEFAULT_CTX,
-              per_head: bool = False, progress: bool = True) -> tuple[Rotations, Report]:
-    """Calibrate rotations and clip ratios.
+@dataclass
+class Captured:
+    """A loaded model and its calibration capture (what :func:`finish` needs)."""
+    model: object
+    info: capture.ModelInfo
+    cap: capture.Capture
+    gguf_path: Path
+    shape: gguf_io.ModelShape
+    data: str
+    capture_s: float
 
-    model_src: what PyTorch loads (the GGUF, or the Hugging Face folder it was converted
-    from); gguf_path: the GGUF the result is for (layout, fingerprint). ``n_tokens`` fit
-    the covariances; the next ``heldout_tokens`` of the text score the clip search.
+
+def run_capture(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.ModelShape, data: str,
+                n_tokens: int = DEFAULT_TOKENS, heldout_tokens: int = DEFAULT_HELDOUT, ctx: int = DEFAULT_CTX,
+                progress: bool = True, threads: int | None = None) -> Captured:
+    """Load the model in PyTorch and capture the calibration statistics.
+
+    model_src: what PyTorch loads (the GGUF, or a Hugging Face folder with the same weights);
+    gguf_path: the GGUF the result is for (layout, fingerprint). ``n_tokens`` fit the
+    covariances; the next ``heldout_tokens`` of the text score the clip search.
     """
     import torch
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(threads or max(1, os.cpu_count() or 1))
     t0 = time.time()
     text = capture.load_calibration_text(data)  # first: a bad --calib-data fails before the slow load
     model, tok, info = capture.load_model(model_src)
@@ -114,23 +127,59 @@ def calibrate(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.Model
     held = capture.tokenize_chunks(tok, text, heldout_tokens, max(ctx, min(heldout_tokens, DEFAULT_CTX)),
                                    skip_tokens=n_tokens)
     cap = capture.calibrate_statistics(model, info, fit, held, progress)
-    rk, rv = rotations_from_capture(cap, per_head)
+    return Captured(model, info, cap, Path(gguf_path), shape, str(data), time.time() - t0)
+
+
+#: rotation kinds :func:`finish` builds: calibrated U·H·P, or the data-free Hadamard
+ROTATION_KINDS = ("uhp", "hadamard")
+
+
+def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO, kind_k: str = "uhp",
+           kind_v: str = "uhp", progress: bool = True) -> tuple[Rotations, Report]:
+    """Rotations (``kind_k``/``kind_v`` in :data:`ROTATION_KINDS`; per layer or per KV head)
+    and the clip search (ratios >= ``lo``) from a capture, as a :class:`Rotations` in the
+    GGUF's head layout with its zoo metadata."""
+    for kd in (kind_k, kind_v):
+        if kd not in ROTATION_KINDS:
+            raise ValueError(f"rotation kind '{kd}': use one of {', '.join(ROTATION_KINDS)}")
     t1 = time.time()
-    results = search_clips(cap, rk, rv, progress)
+    rk, rv = rotations_from_capture(c.cap, per_head)
+    had = hadamard_rotations(c.info)
+    if per_head:
+        had = np.repeat(had[:, None], c.info.n_head_kv, axis=1)
+    rk = had if kind_k == "hadamard" else rk
+    rv = had if kind_v == "hadamard" else rv
+    results = search_clips(c.cap, rk, rv, progress, lo=lo)
     t2 = time.time()
-    rk_gguf, permuted = to_gguf_layout(model, gguf_path, info, rk)
+    rk_gguf, permuted = to_gguf_layout(c.model, c.gguf_path, c.info, rk)
+    shape = c.shape
+    how = {"uhp": "U*H*P from attention-aware covariances", "hadamard": "the data-free Hadamard"}
+    rot_desc = (f"rotations {how[kind_k]}" if kind_k == kind_v
+                else f"K rotations {how[kind_k]}, V rotations {how[kind_v]}")
+    objective = OBJECTIVE.replace("rotations U*H*P from attention-aware covariances", rot_desc)
+    objective += f"; clip grid r >= {lo:g}" + ("; one rotation per KV head" if per_head else "")
+    data = c.data
     meta = {
         "arch": shape.arch, "n_layer": shape.n_layer, "n_head": shape.n_head, "n_head_kv": shape.n_head_kv,
         "head_dim": shape.head_dim, "fingerprint": shape.fingerprint, "per_head": per_head,
-        "sink_tokens": clip.SINK_TOKENS, "recent_tokens": clip.RECENT_TOKENS, "model": Path(gguf_path).name,
-        "calibration": {"data": Path(data).name if Path(data).exists() else str(data), "tokens": cap.fit_tokens,
-                        "heldout_tokens": cap.heldout_tokens, "objective": OBJECTIVE},
+        "sink_tokens": clip.SINK_TOKENS, "recent_tokens": clip.RECENT_TOKENS, "model": c.gguf_path.name,
+        "calibration": {"data": Path(data).name if Path(data).exists() else str(data), "tokens": c.cap.fit_tokens,
+                        "heldout_tokens": c.cap.heldout_tokens, "objective": objective, "clip_grid_lo": lo,
+                        "rotation_k": kind_k, "rotation_v": kind_v},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "attn_output_rel_error": {"searched": None, "fixed": None},
     }
-    rep = Report(cap.fit_tokens, cap.heldout_tokens, t1 - t0, t2 - t1, results, permuted)
+    rep = Report(c.cap.fit_tokens, c.cap.heldout_tokens, c.capture_s, t2 - t1, results, permuted)
     meta["attn_output_rel_error"] = {"searched": rep.rel_error, "fixed": rep.rel_error_fixed}
     rot = Rotations(rk_gguf.astype(np.float32), rv.astype(np.float32),
                     np.array([r.clip_k for r in results], np.float32), np.array([r.clip_v for r in results], np.float32),
                     meta)
     return rot, rep
+
+
+def calibrate(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.ModelShape, data: str,
+              n_tokens: int = DEFAULT_TOKENS, heldout_tokens: int = DEFAULT_HELDOUT, ctx: int = DEFAULT_CTX,
+              per_head: bool = False, progress: bool = True, lo: float = clip.DEFAULT_CLIP_LO,
+              kind_k: str = "uhp", kind_v: str = "uhp") -> tuple[Rotations, Report]:
+    """Calibrate rotations and clip ratios: :func:`run_capture` then :func:`finish`."""
+    c = run_capture(model_src, gguf_path, shape, data, n_tokens, heldout_tokens, ctx, progress)
+    return finish(c, per_head, lo, kind_k, kind_v, progress)

@@ -183,6 +183,32 @@ def load_model(model: str | Path, dtype: str = "float32"):
     return m, tok, info
 
 
+def save_dequantized(gguf_path: str | Path, folder: str | Path) -> ModelInfo:
+    """Load a GGUF in PyTorch once (transformers dequantises it to float32, which takes
+    minutes for Q4_K models on a busy CPU) and save it as a Hugging Face folder that
+    :func:`load_model` (and ``oscar-convert --torch-model``) loads in seconds.
+
+    The saved weights are exactly the dequantised GGUF weights, so calibrating from the
+    folder is the same as calibrating from the GGUF. Refuses an existing non-empty folder.
+    """
+    folder = Path(folder)
+    if folder.exists() and any(folder.iterdir()):
+        raise FileExistsError(f"{folder} exists and is not empty: remove it or choose another folder")
+    if not Path(gguf_path).is_file():
+        raise FileNotFoundError(f"{gguf_path}: no such GGUF file")
+    model, tok, info = load_model(gguf_path)
+    # the weights are plain float32 tensors now; drop the GGUF quantiser record, which
+    # transformers refuses to serialise
+    model.hf_quantizer = None
+    for cfg in (model.config, getattr(model.config, "text_config", None)):
+        if cfg is not None and hasattr(cfg, "quantization_config"):
+            delattr(cfg, "quantization_config")
+    model.config._attn_implementation = "eager"
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return info
+
+
 # ----------------------------------------------------------------------------- data
 
 def load_calibration_text(spec: str | Path) -> str:

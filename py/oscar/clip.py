@@ -25,6 +25,8 @@ FIXED_CLIP_K = 0.96
 FIXED_CLIP_V = 0.92
 SINK_TOKENS = 64
 RECENT_TOKENS = 256
+#: lowest clip ratio the search tries by default
+DEFAULT_CLIP_LO = 0.5
 
 
 def clip_index(r: float, d: int) -> int:
@@ -183,7 +185,7 @@ class ClipResult:
     energy: float
 
 
-def search_layer(sims: list[LayerSim], head_dim: int, lo: float = 0.5, rounds: int = 2) -> ClipResult:
+def search_layer(sims: list[LayerSim], head_dim: int, lo: float = DEFAULT_CLIP_LO, rounds: int = 2) -> ClipResult:
     """Coordinate descent over clip indices ``k in [floor(lo*(D-1)), D-1]`` (ratios
     ``k/(D-1)``, which include the indices of the fixed ratios): V at the fixed ratio
     while K is searched, then V with the best K, ``rounds`` times. Ties keep the

@@ -39,6 +39,10 @@ class NoZooEntry(LookupError):
     """No zoo entry for the model's fingerprint."""
 
 
+class BadZoo(ValueError):
+    """A zoo folder is broken (unreadable manifest, an entry whose file is missing)."""
+
+
 @dataclass
 class Rotations:
     """Calibrated rotations and clip ratios of one model (see the module docstring)."""
@@ -121,7 +125,15 @@ def entries(dirs: list[Path] | None = None) -> list[tuple[Path, dict]]:
     for d in dirs if dirs is not None else zoo_dirs():
         mf = d / MANIFEST
         if mf.is_file():
-            for e in json.loads(mf.read_text()).get("entries", []):
+            try:
+                data = json.loads(mf.read_text())
+                items = data["entries"]
+                if not isinstance(items, list) or not all(isinstance(e, dict) and "file" in e for e in items):
+                    raise ValueError("'entries' must be a list of objects with a 'file'")
+            except (ValueError, KeyError, TypeError) as e:
+                raise BadZoo(f"zoo manifest {mf} is not readable ({e}): fix it, or remove it "
+                             f"(`oscar zoo add` writes a new one)") from e
+            for e in items:
                 out.append((d, e))
     return out
 
@@ -138,7 +150,11 @@ def find(shape: ModelShape, per_head: bool | None = None) -> tuple[Path, dict]:
                          f"in {', '.join(map(str, zoo_dirs()))}: use --rotations calibrate "
                          "(and add the result to a zoo with --save-rotations and OSCAR_ZOO)")
     d, e = hits[0]
-    return d / e["file"], e
+    f = d / e["file"]
+    if not f.is_file():
+        raise BadZoo(f"zoo manifest {d / MANIFEST} lists {e['file']} for this model (entry '{e.get('name', '?')}'), "
+                     f"but {f} is missing: restore the file, or remove the entry from the manifest")
+    return f, e
 
 
 def add(folder: str | Path, name: str, rot: Rotations) -> Path:
