@@ -175,8 +175,10 @@ def check_inputs(a: argparse.Namespace) -> tuple[Path, Path | None, list[pp.KVCo
     return model, text, configs
 
 
-def quality_rows(a: argparse.Namespace, model: Path, text: Path, configs: list[pp.KVConfig]) -> list[dict]:
-    """One llama-perplexity run per configuration (f16 first, its logits the reference)."""
+def quality_rows(a: argparse.Namespace, model: Path, text: Path, configs: list[pp.KVConfig],
+                 partial=None) -> list[dict]:
+    """One llama-perplexity run per configuration (f16 first, its logits the reference);
+    ``partial(rows)`` is called after each run (long runs keep what they measured)."""
     extra = ["-b", str(min(a.ctx, 2048))]  # one sequence per pass, as in generation
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -194,6 +196,8 @@ def quality_rows(a: argparse.Namespace, model: Path, text: Path, configs: list[p
                          "kld": 0.0 if ref else r.kld_mean, "kld_err": 0.0 if ref else r.kld_err,
                          "kld_p99": 0.0 if ref else r.kld_p99,
                          "same_top": 100.0 if ref else r.same_top, "same_top_err": 0.0 if ref else r.same_top_err})
+            if partial:
+                partial(rows)
         bar.close()
     return rows
 
@@ -231,8 +235,12 @@ def main(argv: list[str] | None = None) -> int:
                                scored_tokens_per_chunk=a.ctx - 1 - a.ctx // 2)
         rows: list[dict] = []
         pk_rows: list[dict] = []
+        def partial(done: list[dict]) -> None:
+            if js_path:
+                report.write_json(js_path, {"meta": meta, "rows": done, "passkey": [], "partial": True})
+
         if text is not None:
-            rows = quality_rows(a, model, text, configs)
+            rows = quality_rows(a, model, text, configs, partial)
         if a.passkey:
             from . import passkey
             pk_ctx = a.passkey_ctx or [a.ctx]
