@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import oscar
+from oscar import paths
 from lowlevel import Context
 from server import complete, llama_server
 
@@ -125,8 +126,21 @@ def test_sequence_removal_keeps_the_window(llm, prompt):
     assert np.abs(cut - fresh).max() < 0.05
 
 
-def test_context_shift(llm, prompt):
-    """Positions shifted down (llama.cpp's context shift): the 16-bit copies move with their cells."""
+@pytest.fixture(scope="module")
+def llm_calibrated(smollm2, tmp_path_factory):
+    """SmolLM2 with the zoo's calibrated rotations (in place of the Hadamard) and clip ratios."""
+    out = tmp_path_factory.mktemp("calibrated") / "smollm2-oscar.gguf"
+    p = subprocess.run([str(paths.ROOT / ".venv" / "bin" / "oscar-convert"), "smollm2-135m", "--rotations", "zoo",
+                        "-o", str(out), "-q"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return oscar.load(out, kv="oscar2", n_ctx=512)
+
+
+@pytest.mark.parametrize("rotation", ["hadamard", "calibrated"])
+def test_context_shift(request, rotation, prompt):
+    """Positions shifted down (llama.cpp's context shift): the 16-bit copies move with their
+    cells, and K is rotated back (Hadamard or the layer's calibrated R_K) around the RoPE shift."""
+    llm = request.getfixturevalue("llm" if rotation == "hadamard" else "llm_calibrated")
     n_keep, n_drop = 4, 200
     toks = prompt[:N_PROMPT]
     with Context(llm, n_ctx=1024) as c:
