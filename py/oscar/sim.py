@@ -760,7 +760,7 @@ def markdown(report: dict) -> str:
              f"PyTorch {h['torch']} (transformers {h['transformers']}) on {h['machine']}; commit {h['commit']}. "
              f"Text `{h['text']}`, {h['chunks']} chunks of {h['ctx']} tokens (tokenizer: {h['tokenizer']}), "
              f"second half of each chunk scored: {h['scored_tokens']} tokens. KLD and top-1 against the "
-             f"unquantised model (float32 K/V). Queries: {h['queries']}. Calibration: {h['calibration']}. Wall time {h['wall_s']:.0f} s.", "",
+             f"unquantised model (float32 K/V). Queries: {h.get('queries', 'exact (float32)')}. Calibration: {h['calibration']}. Wall time {h['wall_s']:.0f} s.", "",
              "| method | what is stored | bits/value (2-bit tier) | PPL | KLD | KLD 99 % | same top-1 |",
              "|---|---|---|---|---|---|---|"]
     for name, r in report["methods"].items():
@@ -770,13 +770,20 @@ def markdown(report: dict) -> str:
                      f"{r['same_top']:.1f} ± {r['same_top_err']:.1f} % |")
     x = report.get("llama_cpp")
     if x:
-        lines += ["", "llama.cpp cross-check (llama-perplexity of our build, same text, ctx and chunks):", "",
-                  "| method | llama.cpp run | llama.cpp PPL | simulation PPL | difference |", "|---|---|---|---|---|"]
-        for row in x["rows"]:
+        rows = x["rows"]
+        f16 = next((r for r in rows if r["what"] == "f16"), None)
+        lines += ["", "llama.cpp cross-check (llama-perplexity of our build, same text, ctx and chunks). The last "
+                      "column compares each side's PPL relative to its own f16 run (PyTorch runs the dequantised "
+                      "weights in float32, llama.cpp the quantised weights with 8-bit activations):", "",
+                  "| method | llama.cpp run | llama.cpp PPL | simulation PPL | difference | difference of PPL/PPL(f16) |",
+                  "|---|---|---|---|---|---|"]
+        for row in rows:
             ll = row["llama"]
             run = f"`{ll['gguf']}` {ll['args']}" + (f" ({ll['env']})" if ll["env"] else "")
+            norm = "" if f16 is None else \
+                f"{100 * ((row['sim'] / f16['sim']) / (ll['ppl'] / f16['llama']['ppl']) - 1):+.2f} %"
             lines.append(f"| {row['what']} | {run} | {ll['ppl']:.3f} ± {ll['ppl_err']:.3f} | "
-                         f"{row['sim']:.3f} | {100 * row['rel_diff']:+.2f} % |")
+                         f"{row['sim']:.3f} | {100 * row['rel_diff']:+.2f} % | {norm} |")
     return "\n".join(lines) + "\n"
 
 
