@@ -74,8 +74,11 @@ def test_perplexity_finite_and_really_quantised(smollm2, wiki_slice):
 
 
 def test_perplexity_mixed_pair(smollm2, wiki_slice):
-    r = pp.run(smollm2, wiki_slice, pp.KVConfig("q8_0", "oscar2"), ctx=512, chunks=1)
+    r = pp.run(smollm2, wiki_slice, pp.KVConfig("q8_0", "oscar2"), ctx=512, chunks=1, extra=["-lv", "4"])
     assert math.isfinite(r.ppl)
+    # the start-up device check: every layer's attention runs where the layer runs (no fallback)
+    assert "flash attention of all 30 layers runs on the layers' own devices" in r.log
+    assert "WARNING: oscar2 KV cache" not in r.log
 
 
 def test_tools_refuse_oscar2_without_flash_attention(bin_dir, smollm2, wiki_slice):
