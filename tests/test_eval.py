@@ -170,6 +170,12 @@ def test_ctx_longer_than_the_model(smollm2, wiki_slice):
                        "--ctx 16384", "8192 tokens", "use --ctx 8192 or less")
 
 
+def test_too_few_scored_tokens(smollm2, wiki_slice):
+    # 2 chunks of 64 score 2 x 31 tokens: llama-perplexity prints no KL statistics under 100
+    assert_clean_error(run_cli(str(smollm2), "--text", str(wiki_slice), "--ctx", "64", "--chunks", "2"),
+                       "scores only 62 tokens", "use more --chunks")
+
+
 def test_text_too_short_says_how_many_tokens(smollm2, bin_dir, tmp_path):
     short = tmp_path / "short.txt"
     short.write_bytes(paths.WIKITEXT2_TEST.read_bytes()[:6000])
@@ -243,3 +249,18 @@ def test_passkey_real_run_small_context(smollm2):
     assert r["trials"] == 1 and 200 < r["prompt_tokens"] <= 256 - 8
     assert r["correct"] == 1, r["answers"]
     assert str(passkey.keys(1, seed=1)[0]) in r["answers"][0]
+
+
+def test_reference_logits_are_written_then_reused(smollm2, wiki_slice, tmp_path):
+    """--reference FILE: the first run writes the f16 logits there; a second run skips the f16
+    run, takes the f16 row from llama-perplexity's PPL(base) and gets the same numbers."""
+    ref = tmp_path / "f16.logits"
+    args = [str(smollm2), "--text", str(wiki_slice), "--kv", "q4_0", "--ctx", "128", "--chunks", "2", "-t", "2",
+            "--reference", str(ref), "-q"]
+    assert evaluate.main(args + ["--json", str(tmp_path / "a.json")]) == 0
+    assert ref.is_file() and ref.stat().st_size > 0
+    assert evaluate.main(args + ["--json", str(tmp_path / "b.json")]) == 0
+    a, b = (json.loads((tmp_path / n).read_text())["rows"] for n in ("a.json", "b.json"))
+    assert [r["kv"] for r in b] == ["f16", "q4_0"]
+    assert b[0]["ppl"] == pytest.approx(a[0]["ppl"], rel=1e-5) and b[0]["ppl_err"] == pytest.approx(a[0]["ppl_err"], rel=1e-3)
+    assert b[1]["kld"] == pytest.approx(a[1]["kld"], rel=1e-6) and b[1]["ppl"] == pytest.approx(a[1]["ppl"], rel=1e-6)

@@ -74,6 +74,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", help="write the results as JSON here (overrides --out)")
     ap.add_argument("--markdown", help="write the markdown report here (overrides --out)")
     ap.add_argument("--plot", help="write the quality plot (PNG) here (overrides --out)")
+    ap.add_argument("--reference", metavar="FILE",
+                    help="f16 reference logits (llama-perplexity --kl-divergence-base format): reused when FILE exists "
+                         "(made by an earlier run on the same model, text and --ctx; its chunks apply), else written "
+                         "there and kept (default: a temporary file)")
     ap.add_argument("--title", default=None, help="title of the report and plots (default: model file name)")
     pk = ap.add_argument_group("passkey retrieval")
     pk.add_argument("--passkey", action="store_true", help="also run the passkey retrieval check (greedy, via the bindings)")
@@ -144,6 +148,8 @@ def check_inputs(a: argparse.Namespace) -> tuple[Path, Path | None, list[pp.KVCo
         raise EvalError(f"--ctx {a.ctx}: give an even context of at least 16 tokens")
     if a.chunks is not None and a.chunks < 1:
         raise EvalError(f"--chunks {a.chunks}: give at least 1")
+    if a.reference and Path(a.reference).is_dir():
+        raise EvalError(f"--reference {a.reference} is a folder: give a file path")
     if a.passkey_trials < 1:
         raise EvalError("--passkey-trials must be at least 1")
     try:
@@ -172,6 +178,11 @@ def check_inputs(a: argparse.Namespace) -> tuple[Path, Path | None, list[pp.KVCo
             raise EvalError(f"text {text} has {n_tok} tokens for this model; --ctx {a.ctx} with "
                             f"{'--chunks ' + str(a.chunks) if a.chunks else 'the minimum of 2 chunks'} needs {need}: "
                             + fix)
+        scored = (a.chunks or n_tok // a.ctx) * (a.ctx - 1 - a.ctx // 2)
+        if scored < 100:
+            raise EvalError(f"--ctx {a.ctx} with {a.chunks or n_tok // a.ctx} chunks scores only {scored} tokens; "
+                            f"llama-perplexity computes its KL divergence statistics from 100 scored tokens on: "
+                            f"use more --chunks or a larger --ctx")
     return model, text, configs
 
 
@@ -182,13 +193,22 @@ def quality_rows(a: argparse.Namespace, model: Path, text: Path, configs: list[p
     extra = ["-b", str(min(a.ctx, 2048))]  # one sequence per pass, as in generation
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        base = Path(tmp) / "f16.logits"
-        bar = tqdm(total=len(configs) + 1, desc="oscar-eval", unit="run", disable=a.quiet)
-        for cfg in [pp.KVConfig("f16", "f16")] + configs:
+        base = Path(a.reference) if a.reference else Path(tmp) / "f16.logits"
+        reuse = base.is_file()
+        runs = ([] if reuse else [pp.KVConfig("f16", "f16")]) + configs
+        bar = tqdm(total=len(runs), desc="oscar-eval", unit="run", disable=a.quiet)
+        for cfg in runs:
             bar.set_postfix_str(cfg.name)
             ref = cfg.name == "f16"
             r = pp.run(model, text, cfg, a.ctx, a.chunks, base, save_base=ref, threads=a.threads, extra=extra)
             bar.update()
+            if reuse and not rows:  # the f16 row from the reference's own perplexity
+                m = re.search(r"Mean PPL\(base\)\s*:\s*([0-9.eE+-]+)\s*±\s*([0-9.eE+-]+)", r.log)
+                if m is None:
+                    raise RuntimeError("llama-perplexity printed no PPL(base) for the reference " + str(base))
+                rows.append({"kv": "f16", "type_k": "f16", "type_v": "f16", "bits": 16.0, "bits_main": 16.0,
+                             "ppl": float(m.group(1)), "ppl_err": float(m.group(2)), "kld": 0.0, "kld_err": 0.0,
+                             "kld_p99": 0.0, "same_top": 100.0, "same_top_err": 0.0})
             rows.append({"kv": cfg.name, "type_k": cfg.k, "type_v": cfg.v,
                          "bits": kvmem.measured_bits(cfg.k, cfg.v, r.log),
                          "bits_main": (kvmem.bits(cfg.k) + kvmem.bits(cfg.v)) / 2,
