@@ -48,9 +48,9 @@ class KVConfig:
         return cls(k=k, v=v or k, env=env, args=args, label=spec)
 
 
-def parse_kv_list(spec: str) -> list[KVConfig]:
-    """Comma-separated configurations; ``key=value`` parts belong to the one before
-    (``q4_0,oscar2:sink=0,recent=0`` is two configurations)."""
+def split_specs(spec: str) -> list[str]:
+    """Split a comma-separated list of ``name[:key=N,key=N]`` items; ``key=N`` parts belong
+    to the item before (``q4_0,oscar2:sink=0,recent=0`` is two items)."""
     items: list[str] = []
     for part in spec.split(","):
         part = part.strip()
@@ -60,7 +60,13 @@ def parse_kv_list(spec: str) -> list[KVConfig]:
             items[-1] += "," + part
         else:
             items.append(part)
-    return [KVConfig.parse(s) for s in items]
+    return items
+
+
+def parse_kv_list(spec: str) -> list[KVConfig]:
+    """Comma-separated configurations; ``key=value`` parts belong to the one before
+    (``q4_0,oscar2:sink=0,recent=0`` is two configurations)."""
+    return [KVConfig.parse(s) for s in split_specs(spec)]
 
 
 @dataclass

@@ -11,6 +11,15 @@ def _plt():
     return plt
 
 
+
+def _save(plt, fig, path: str | Path, title: str) -> Path:
+    """Title, layout, write the PNG, free the figure."""
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
+
 def quality_vs_bits(rows: list[dict], path: str | Path, title: str) -> Path:
     """Two panels, one point per KV configuration: mean KLD against f16 (log scale, with its
     standard error) and perplexity (with llama-perplexity's ±), against bits per K/V value.
@@ -35,11 +44,7 @@ def quality_vs_bits(rows: list[dict], path: str | Path, title: str) -> Path:
     a2.set_ylabel("perplexity")
     for a in (a1, a2):
         a.grid(alpha=0.3)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path, title)
 
 
 def speed_vs_depth(rows: list[dict], path: str | Path, title: str) -> Path:
@@ -69,11 +74,7 @@ def speed_vs_depth(rows: list[dict], path: str | Path, title: str) -> Path:
     if len(depths) > 2 and depths[-1] > 16 * max(depths[1], 1):
         for ax in axes:
             ax.set_xscale("symlog", linthresh=max(depths[1], 1))
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return _save(plt, fig, path, title)
 
 
 def passkey_accuracy(rows: list[dict], path: str | Path, title: str) -> Path:

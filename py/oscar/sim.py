@@ -62,6 +62,7 @@ import numpy as np
 
 from . import capture, paths
 from .clip import clip_index
+from .perplexity import split_specs
 from .quant import QK
 from .rotation import hadamard
 
@@ -254,16 +255,7 @@ def parse_method(spec: str) -> Method:
 def parse_methods(spec: str) -> list[Method]:
     """Comma-separated methods; ``key=N`` parts belong to the method before
     (``oscar:sink=0,recent=0,kivi`` is two methods)."""
-    items: list[str] = []
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "=" in part and ":" not in part and items:
-            items[-1] += "," + part
-        else:
-            items.append(part)
-    return [parse_method(s) for s in items]
+    return [parse_method(s) for s in split_specs(spec)]
 
 
 # ============================================================================ per-layer plan
