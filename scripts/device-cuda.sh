@@ -7,9 +7,16 @@
 #   build    CUDA build (sm_$CUDA_ARCH, default 90) of test-backend-ops and the tools
 #   test     test-backend-ops, CUDA against the CPU, for every oscar2 case
 #   ppl      llama-perplexity of SmolLM2 + OSCAR on the GPU and on the CPU (same binary)
-#   bench    llama-bench decode/prefill against depth on a synthetic Qwen3-8B
+#   perf     test-backend-ops perf: the attention op alone at depth (f16, q8_0, q4_0, oscar2)
+#   bench    llama-bench decode/prefill against depth on a synthetic Qwen3-8B, and the
+#            oscar-bench report of those results (oscar-bench --from-jsonl)
 #   batched  llama-batched-bench, batch 1/8/32 decode
+#   split    the model split over the machine's GPUs (-sm layer) against one GPU: llama-bench
+#            and llama-perplexity (equal results), with the start-up line on where attention runs
 # Usage: scripts/device-cuda.sh build test ppl bench batched    (results under $OUT)
+# Environment: SRC_TAR (default .device/llama-src.tar.xz); BIN_TAR, a tarball of a bin/
+# directory built elsewhere for this machine (build then only unpacks it); CUDA_ARCH;
+# DEPTHS, TYPES, REPS, WEIGHTS (q8_0 or q4_0), SYNTH for bench; PPL_MODEL, PPL_TEXT, PPL_TYPES.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +29,16 @@ BIN=$BLD/bin
 ARCH=${CUDA_ARCH:-90}
 DEPTHS=${DEPTHS:-0,16384,65536,131072}
 TYPES=${TYPES:-f16 q8_0 q4_0 oscar2}
-SYNTH=${SYNTH:-/tmp/qwen3-8b-geometry.gguf}
+WEIGHTS=${WEIGHTS:-q8_0}
+SYNTH=${SYNTH:-/tmp/qwen3-8b-geometry-$WEIGHTS.gguf}
+REPS=${REPS:-2}
+SRC_TAR=${SRC_TAR:-.device/llama-src.tar.xz}
+# the CUDA libraries of the machine, for binaries built elsewhere
+for lib in libcublas.so.13 libcudart.so.13; do
+    d=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+    [ -n "$d" ] && export LD_LIBRARY_PATH="$(dirname "$d")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+done
+export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 log() { echo "[$(date +%T)] $*"; }
 
@@ -31,8 +47,14 @@ step_build() {
         log "build: reusing $BLD"
         return 0
     fi
-    log "build: unpacking, configuring (sm_$ARCH)"
-    rm -rf "$SRC" && mkdir -p "$SRC" && tar -xJf .device/llama-src.tar.xz -C "$SRC" || return 1
+    rm -rf "$SRC" && mkdir -p "$SRC" && tar -xJf "$SRC_TAR" -C "$SRC" || return 1
+    if [ -n "${BIN_TAR:-}" ]; then
+        log "build: unpacking $BIN_TAR"
+        mkdir -p "$BIN" && tar -xJf "$BIN_TAR" -C "$BIN" || return 1
+        "$BIN/test-backend-ops" -l 2>&1 | head -3
+        return 0
+    fi
+    log "build: configuring (sm_$ARCH)"
     cmake -S "$SRC" -B "$BLD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
@@ -56,6 +78,13 @@ step_test() {
     return $rc
 }
 
+step_perf() {
+    log "perf: the attention op alone, Qwen3-8B geometry (head 128, 8 KV heads, GQA 4)"
+    "$BIN/test-backend-ops" perf -b CUDA0 -o FLASH_ATTN_EXT -p "hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(512|4096|16384|65536|131072),|hs=128,nh=8,gqa=4," \
+        > "$OUT/perf-fa.log" 2>&1
+    grep -E "FLASH_ATTN_EXT" "$OUT/perf-fa.log" | sed -E 's/\x1b\[[0-9;]*m//g; s/,(mask|sinks|max_bias|softcap|prec|permute|hot_K|hot_V|n_sink|n_recent)=[^,)]*//g; s/ +/ /g' | cut -c1-170
+}
+
 step_ppl() {
     local m=${PPL_MODEL:-.device/smollm2-oscar-zoo.gguf} f=${PPL_TEXT:-.device/wiki.test.raw}
     log "ppl: SmolLM2 + OSCAR, ctx 4096, 2 chunks, GPU and CPU"
@@ -74,16 +103,20 @@ step_ppl() {
 step_synth() {
     [ -f "$SYNTH" ] && return 0
     log "synth: writing a Qwen3-8B-geometry model with random q8_0 weights"
-    PYTHONPATH=$SRC/gguf-py:$ROOT/py python3 -m oscar.synthetic qwen3-8b -o "$SYNTH" --weights q8_0
+    PYTHONPATH=$SRC/gguf-py:$ROOT/py python3 -m oscar.synthetic qwen3-8b -o "$SYNTH" --weights "$WEIGHTS"
 }
 
 step_bench() {
     step_synth || return 1
-    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$OUT/gpu.txt"
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader
     for kv in $TYPES; do
         log "bench: $kv, depths $DEPTHS"
-        "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -ctk $kv -ctv $kv -d "$DEPTHS" -p 512 -n 32 -r 2 -o jsonl \
-            > "$OUT/bench-$kv.jsonl" 2> "$OUT/bench-$kv.err" || tail -5 "$OUT/bench-$kv.err"
+        if "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -ctk $kv -ctv $kv -d "$DEPTHS" -p 512 -n 32 -r "$REPS" -o jsonl \
+            > "$OUT/bench-$kv.jsonl" 2> "$OUT/bench-$kv.err"; then
+            rm -f "$OUT/bench-$kv.err" # (the call returns at most 8 files)
+        else
+            tail -5 "$OUT/bench-$kv.err"
+        fi
         python3 - "$OUT/bench-$kv.jsonl" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
@@ -92,6 +125,11 @@ for line in open(sys.argv[1]):
     print(f'  {r["type_k"]:>6} depth {r["n_depth"]:>6} {kind}{r["n_prompt"] or r["n_gen"]:<4} {r["avg_ts"]:9.1f} tok/s')
 EOF
     done
+    # the report: tables, the KV memory model, the largest context on this card, PNG
+    local mem_gib
+    mem_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{printf "%.1f", $1/1024}')
+    PYTHONPATH=$ROOT/py:$SRC/gguf-py python3 -m oscar.bench "$SYNTH" --from-jsonl "$OUT"/bench-*.jsonl \
+        --mem-gib "$mem_gib" --out "$OUT/oscar-bench" -q > /dev/null || return 1
 }
 
 step_diag() {
@@ -104,6 +142,30 @@ step_diag() {
         done
         "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -ctk $kv -ctv $kv -p 0 -n 4 -r 1 -v 2>&1 | grep -E "graph splits|oscar2 KV|oscar:" | head -4
     done
+}
+
+step_split() {
+    step_synth || return 1
+    local f=${PPL_TEXT:-.device/wiki.test.raw}
+    nvidia-smi -L
+    for sm in none layer; do
+        log "split: -sm $sm"
+        "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -ctk oscar2 -ctv oscar2 -sm $sm -d 0,16384 -p 512 -n 32 -r 1 -o jsonl \
+            > "$OUT/split-$sm.jsonl" 2> "$OUT/split-$sm.err" || tail -5 "$OUT/split-$sm.err"
+        python3 - "$OUT/split-$sm.jsonl" <<'EOF2'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    kind = "pp" if r["n_prompt"] > 0 else "tg"
+    print(f'  sm={r["split_mode"]:<5} {r["type_k"]:>6} depth {r["n_depth"]:>6} {kind}{r["n_prompt"] or r["n_gen"]:<4} {r["avg_ts"]:9.1f} tok/s')
+EOF2
+        "$BIN/llama-perplexity" -m "$SYNTH" -f "$f" -c 2048 --chunks 3 -b 2048 -ub 512 -ctk oscar2 -ctv oscar2 -fa on -ngl 99 -sm $sm -v \
+            > "$OUT/split-ppl-$sm.log" 2>&1
+        printf "  ppl -sm %-5s %s\n" $sm "$(grep -o 'Final estimate: PPL = [0-9.]* +/- [0-9.]*' "$OUT/split-ppl-$sm.log")"
+        # the start-up check (INFO, so -v) and where the weights and the cache went
+        grep -h -E "own devices|WARNING: oscar2|CUDA[0-9]+ (model|KV) buffer size" "$OUT/split-ppl-$sm.log" | tail -5 || true
+    done
+    return 0
 }
 
 step_batched() {

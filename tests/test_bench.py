@@ -127,6 +127,52 @@ def test_bare_machine_run_with_a_failing_depth(smollm2, bin_dir, tmp_path):
     assert not (out / "bench.png").exists()
 
 
+def test_report_from_recorded_jsonl(smollm2, bin_dir, tmp_path):
+    """--from-jsonl: llama-bench results made elsewhere (here: llama-bench run directly) give the
+    same rows without running anything; KV types, depths, -p and -n come from the files."""
+    rec = tmp_path / "rec.jsonl"
+    for kv in ("q8_0", "oscar2"):
+        p = subprocess.run([str(bin_dir / "llama-bench"), "-m", str(smollm2), "-ctk", kv, "-ctv", kv, "-fa", "1",
+                            "-p", "16", "-n", "4", "-r", "1", "-t", "2", "-d", "0,32", "-o", "jsonl"],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        with open(rec, "a") as f:
+            f.write(p.stdout)
+    want = {(j["type_k"], j["n_depth"], "pp" if j["n_gen"] == 0 else "tg"): j["avg_ts"]
+            for j in map(json.loads, rec.read_text().splitlines()) if j}
+    out = tmp_path / "rep"
+    rc = bench.main([str(smollm2), "--from-jsonl", str(rec), "--bin-dir", str(tmp_path / "nowhere"),
+                     "--out", str(out), "-q"])
+    assert rc == 0
+    data = json.loads((out / "bench.json").read_text())
+    rows = data["rows"]
+    assert [(r["kv"], r["depth"]) for r in rows] == [("q8_0", 0), ("q8_0", 32), ("oscar2", 0), ("oscar2", 32)]
+    for r in rows:
+        assert r["status"] == "ok"
+        assert r["pp_ts"] == want[(r["type_k"], r["depth"], "pp")] and r["tg_ts"] == want[(r["type_k"], r["depth"], "tg")]
+        b = kvmem.kv_bytes(SMOL, r["depth"] + 16 + 4, r["type_k"], r["type_v"], 64, 256)
+        assert r["kv_mib"] == pytest.approx(b["total"] / 2**20)
+    assert data["meta"]["llama_bench"]["recorded"] == [str(rec)] and data["meta"]["llama_bench"]["binary"] is None
+    # a depth asked for but not recorded is a row that says so
+    rc = bench.main([str(smollm2), "--from-jsonl", str(rec), "--kv", "oscar2", "-d", "0,64", "--out", str(out), "-q"])
+    rows = json.loads((out / "bench.json").read_text())["rows"]
+    assert rc == 0 and [r["status"] for r in rows] == ["ok", "not run"]
+
+
+def test_from_jsonl_bad_input(smollm2, tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("llama-bench printed nothing\n")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"type_k": "f16", \n')
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"model": "x"}\n')
+    for f, needle in [(empty, "no llama-bench results"), (broken, "broken.jsonl:1: not a JSON line"),
+                      (other, "other.jsonl:1: not a llama-bench result"), (tmp_path / "none.jsonl", "cannot read")]:
+        p = subprocess.run([sys.executable, "-m", "oscar.bench", str(smollm2), "--from-jsonl", str(f)],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 1 and "Traceback" not in p.stderr and needle in p.stderr, p.stderr
+
+
 def test_bench_bad_input(smollm2, tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, "-m", "oscar.bench", *args], capture_output=True, text=True,

@@ -6,6 +6,8 @@ needs at each depth, computed from the model's geometry (read from the GGUF with
 gguf-py) and the bits of each type, the ``oscar2`` 16-bit window pool included
 (:mod:`oscar.kvmem`). A llama-bench run that fails (out of memory at a depth, a crash,
 a timeout) becomes a row saying so, and the sweep goes on with the next depths.
+``--from-jsonl`` makes the same report from llama-bench JSONL recorded elsewhere (a GPU
+machine that returns files only), without running anything.
 
 Self-contained: needs numpy, gguf-py (on PYTHONPATH: ``llama.cpp/gguf-py``) and
 optionally tqdm and matplotlib, so that it runs on a bare GPU machine with
@@ -54,6 +56,9 @@ examples:
   oscar-bench models/SmolLM2-135M-Instruct.Q4_1.gguf --kv f16,q4_0,oscar2 --depth 0,4096 -p 512 -n 64 --out results/bench
   PYTHONPATH=py:llama.cpp/gguf-py python3 -m oscar.bench qwen3-8b.gguf --kv f16,q8_0,q4_0,oscar2 \\
       --depth 0,16384,65536,131072 --bin-dir build-cuda/bin -ngl 99 --mem-gib 141 --out results/h200
+  oscar-bench qwen3-8b.gguf --from-jsonl results/h200/bench-*.jsonl --mem-gib 139.8 --out results/h200
+      (the report of llama-bench -o jsonl runs made elsewhere; KV types, depths, -p and -n
+       come from the files unless given)
 """
 
 
@@ -77,10 +82,10 @@ def parser() -> argparse.ArgumentParser:
                                              "context depth per KV cache type, with the KV cache MiB of each; "
                                              "markdown table, JSON and PNG plot.", epilog=EPILOG)
     ap.add_argument("model", help="GGUF model file")
-    ap.add_argument("--kv", default="f16,q4_0,oscar2", help="KV configurations (default f16,q4_0,oscar2)")
-    ap.add_argument("-d", "--depth", type=_ints, default=[0, 4096], help="context depths, comma-separated (default 0,4096)")
-    ap.add_argument("-p", "--n-prompt", type=int, default=512, help="prompt tokens per pp test, 0 = no pp (default 512)")
-    ap.add_argument("-n", "--n-gen", type=int, default=64, help="generated tokens per tg test, 0 = no tg (default 64)")
+    ap.add_argument("--kv", default=None, help="KV configurations (default f16,q4_0,oscar2)")
+    ap.add_argument("-d", "--depth", type=_ints, default=None, help="context depths, comma-separated (default 0,4096)")
+    ap.add_argument("-p", "--n-prompt", type=int, default=None, help="prompt tokens per pp test, 0 = no pp (default 512)")
+    ap.add_argument("-n", "--n-gen", type=int, default=None, help="generated tokens per tg test, 0 = no tg (default 64)")
     ap.add_argument("-r", "--repetitions", type=int, default=3, help="repetitions per test (default 3)")
     ap.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: llama-bench's)")
     ap.add_argument("-ngl", "--n-gpu-layers", type=int, default=None, help="layers on the GPU (e.g. 99)")
@@ -89,6 +94,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--mem-gib", type=float, default=24.0,
                     help="memory for the weights and KV cache when stating the largest context per KV type (default 24)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds one llama-bench run may take (default 1800)")
+    ap.add_argument("--from-jsonl", nargs="+", metavar="FILE",
+                    help="report llama-bench -o jsonl results recorded elsewhere instead of running llama-bench")
     ap.add_argument("--out", metavar="DIR", help="write DIR/bench.md, bench.json, bench.png")
     ap.add_argument("--title", default=None, help="title of the report and plot (default: model file name)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -200,9 +207,47 @@ def _reason(tail: str) -> str:
     return lines[-1][:200] if lines else "no output"
 
 
+def read_jsonl(files: list[str]) -> list[dict]:
+    """llama-bench ``-o jsonl`` results from ``files``, in order."""
+    out = []
+    for f in files:
+        try:
+            lines = Path(f).read_text().splitlines()
+        except OSError as e:
+            raise BenchError(f"cannot read {f} ({e.strerror})") from e
+        for i, line in enumerate(lines, 1):
+            if line.strip().startswith("{"):
+                try:
+                    j = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise BenchError(f"{f}:{i}: not a JSON line ({e.msg})") from e
+                if not {"type_k", "type_v", "n_depth", "n_prompt", "n_gen", "avg_ts"} <= j.keys():
+                    raise BenchError(f"{f}:{i}: not a llama-bench result (run llama-bench with -o jsonl)")
+                out.append(j)
+    if not out:
+        raise BenchError(f"no llama-bench results in {', '.join(files)} (run llama-bench with -o jsonl)")
+    return out
+
+
+def recorded_defaults(recorded: list[dict], a: argparse.Namespace) -> None:
+    """KV configurations, depths, -p and -n of recorded results, where not given."""
+    if a.kv is None:
+        pairs = list(dict.fromkeys((j["type_k"], j["type_v"]) for j in recorded))
+        a.kv = ",".join(k if k == v else f"{k}/{v}" for k, v in pairs)
+    if a.depth is None:
+        a.depth = sorted({int(j["n_depth"]) for j in recorded})
+    if a.n_prompt is None:
+        a.n_prompt = max(int(j["n_prompt"]) for j in recorded)
+    if a.n_gen is None:
+        a.n_gen = max(int(j["n_gen"]) for j in recorded)
+    if a.repetitions == parser().get_default("repetitions"):
+        a.repetitions = max(len(j.get("samples_ts", [])) for j in recorded) or a.repetitions
+
+
 def sweep(exe: Path, model: Path, configs: list[KVConfig], g: kvmem.KVGeometry, facts: dict,
-          a: argparse.Namespace) -> tuple[list[dict], dict]:
-    """All (configuration, depth) rows, and llama-bench's own build/device facts."""
+          a: argparse.Namespace, recorded: list[dict] | None = None) -> tuple[list[dict], dict]:
+    """All (configuration, depth) rows, and llama-bench's own build/device facts; from
+    ``recorded`` llama-bench results instead of runs when given."""
     rows: list[dict] = []
     lb_info: dict = {}
     want = [k for k, n in (("pp", a.n_prompt), ("tg", a.n_gen)) if n > 0]
@@ -229,6 +274,12 @@ def sweep(exe: Path, model: Path, configs: list[KVConfig], g: kvmem.KVGeometry, 
             row["status"] = "ok" if all(row.get(w + "_ts") for w in want) else "partial"
             bar.update()
 
+        if recorded is not None:
+            for j in recorded:
+                if (j["type_k"], j["type_v"]) == (cfg.k, cfg.v):
+                    on_row(j)
+            rows += [by_depth[d] for d in a.depth]
+            continue
         remaining = list(a.depth)
         env = dict(os.environ, **cfg.env)
         while remaining:
@@ -294,7 +345,14 @@ def main(argv: list[str] | None = None) -> int:
             raise BenchError(f"model file {model} does not exist")
         bin_dir = Path(a.bin_dir) if a.bin_dir else report.ROOT / "build" / "bin"
         exe = bin_dir / "llama-bench"
-        if not exe.is_file():
+        recorded = read_jsonl(a.from_jsonl) if a.from_jsonl else None
+        if recorded is not None:
+            recorded_defaults(recorded, a)
+        a.kv = a.kv if a.kv is not None else "f16,q4_0,oscar2"
+        a.depth = a.depth if a.depth is not None else [0, 4096]
+        a.n_prompt = a.n_prompt if a.n_prompt is not None else 512
+        a.n_gen = a.n_gen if a.n_gen is not None else 64
+        if recorded is None and not exe.is_file():
             raise BenchError(f"{exe} does not exist: build llama-bench there or point --bin-dir at the folder "
                              f"that holds it (e.g. build/bin or build-cuda/bin)")
         if a.repetitions < 1 or a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0:
@@ -312,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         if facts["context_length"] and max(a.depth) + a.n_prompt + a.n_gen > int(facts["context_length"]):
             print(f"oscar-bench: note: depths beyond the model's training context ({facts['context_length']}) are "
                   f"measured anyway (speed does not depend on it)", file=sys.stderr)
-        rows, lb = sweep(exe, model, configs, g, facts, a)
+        rows, lb = sweep(exe, model, configs, g, facts, a, recorded)
     except BenchError as e:
         print(f"oscar-bench: error: {e}", file=sys.stderr)
         return 1
@@ -320,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = report.metadata(title=title, model=str(model), model_bytes=facts["file_bytes"],
                            geometry={k: facts[k] for k in ("arch", "n_layer", "n_head", "n_head_kv",
                                                            "head_dim_k", "head_dim_v")},
-                           llama_bench={**lb, "binary": str(exe), "n_prompt": a.n_prompt, "n_gen": a.n_gen,
+                           llama_bench={**lb, "binary": str(exe) if recorded is None else None,
+                                        "recorded": a.from_jsonl, "n_prompt": a.n_prompt, "n_gen": a.n_gen,
                                         "repetitions": a.repetitions, "n_gpu_layers": a.n_gpu_layers,
                                         "extra": a.extra or None})
     fits = fits_table(g, facts, configs, a.mem_gib)
