@@ -100,9 +100,20 @@ step_ppl() {
     grep -h "oscar" "$OUT/ppl-gpu-oscar2.log" | head -5
 }
 
+# one line per llama-bench JSONL result
+print_bench() {
+    python3 - "$1" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    kind = "pp" if r["n_prompt"] > 0 else "tg"
+    print(f'  sm={r["split_mode"]:<5} {r["type_k"]:>6} depth {r["n_depth"]:>6} {kind}{r["n_prompt"] or r["n_gen"]:<4} {r["avg_ts"]:9.1f} tok/s')
+EOF
+}
+
 step_synth() {
     [ -f "$SYNTH" ] && return 0
-    log "synth: writing a Qwen3-8B-geometry model with random q8_0 weights"
+    log "synth: writing a Qwen3-8B-geometry model with random $WEIGHTS weights"
     PYTHONPATH=$SRC/gguf-py:$ROOT/py python3 -m oscar.synthetic qwen3-8b -o "$SYNTH" --weights "$WEIGHTS"
 }
 
@@ -117,13 +128,7 @@ step_bench() {
         else
             tail -5 "$OUT/bench-$kv.err"
         fi
-        python3 - "$OUT/bench-$kv.jsonl" <<'EOF'
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    kind = "pp" if r["n_prompt"] > 0 else "tg"
-    print(f'  {r["type_k"]:>6} depth {r["n_depth"]:>6} {kind}{r["n_prompt"] or r["n_gen"]:<4} {r["avg_ts"]:9.1f} tok/s')
-EOF
+        print_bench "$OUT/bench-$kv.jsonl"
     done
     # the report: tables, the KV memory model, the largest context on this card, PNG
     local mem_gib
@@ -152,13 +157,7 @@ step_split() {
         log "split: -sm $sm"
         "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -ctk oscar2 -ctv oscar2 -sm $sm -d 0,16384 -p 512 -n 32 -r 1 -o jsonl \
             > "$OUT/split-$sm.jsonl" 2> "$OUT/split-$sm.err" || tail -5 "$OUT/split-$sm.err"
-        python3 - "$OUT/split-$sm.jsonl" <<'EOF2'
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    kind = "pp" if r["n_prompt"] > 0 else "tg"
-    print(f'  sm={r["split_mode"]:<5} {r["type_k"]:>6} depth {r["n_depth"]:>6} {kind}{r["n_prompt"] or r["n_gen"]:<4} {r["avg_ts"]:9.1f} tok/s')
-EOF2
+        print_bench "$OUT/split-$sm.jsonl"
         "$BIN/llama-perplexity" -m "$SYNTH" -f "$f" -c 2048 --chunks 3 -b 2048 -ub 512 -ctk oscar2 -ctv oscar2 -fa on -ngl 99 -sm $sm -v \
             > "$OUT/split-ppl-$sm.log" 2>&1
         printf "  ppl -sm %-5s %s\n" $sm "$(grep -o 'Final estimate: PPL = [0-9.]* +/- [0-9.]*' "$OUT/split-ppl-$sm.log")"
