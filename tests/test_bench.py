@@ -123,7 +123,9 @@ def test_bare_machine_run_with_a_failing_depth(smollm2, bin_dir, tmp_path):
     assert [r["depth"] for r in rows] == [0, 100000000, 32]
     assert rows[0]["status"] == "ok" and rows[2]["status"] == "ok" and rows[2]["tg_ts"] > 0
     assert rows[1]["status"].startswith("failed: llama-bench exit") and "context" in rows[1]["status"]
-    assert "failed: llama-bench exit" in (out / "bench.md").read_text()
+    md = (out / "bench.md").read_text()
+    assert "failed: llama-bench exit" in md
+    assert "tg4 tok/s" in md and "pp0" not in md  # -p 0: no prompt column
     assert not (out / "bench.png").exists()
 
 

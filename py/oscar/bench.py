@@ -324,10 +324,12 @@ def _speed(r: dict, k: str) -> str:
 
 
 def markdown(meta: dict, rows: list[dict], fits: list[dict], a: argparse.Namespace) -> str:
+    kinds = [k for k, n in (("pp", a.n_prompt), ("tg", a.n_gen)) if n > 0]  # the tests that ran
     t = report.markdown_table(
-        ["KV cache", "depth", f"pp{a.n_prompt} tok/s", f"tg{a.n_gen} tok/s", "KV MiB (main + 16-bit pool)", "status"],
-        [[r["kv"], str(r["depth"]), _speed(r, "pp"), _speed(r, "tg"),
-          f"{r['kv_mib']:.1f} ({r['kv_mib_main']:.1f} + {r['kv_mib_pool']:.1f})", r["status"]] for r in rows])
+        ["KV cache", "depth"] + [f"{k}{a.n_prompt if k == 'pp' else a.n_gen} tok/s" for k in kinds]
+        + ["KV MiB (main + 16-bit pool)", "status"],
+        [[r["kv"], str(r["depth"])] + [_speed(r, k) for k in kinds]
+         + [f"{r['kv_mib']:.1f} ({r['kv_mib_main']:.1f} + {r['kv_mib_pool']:.1f})", r["status"]] for r in rows])
     f = report.markdown_table(
         ["KV cache", "KV bytes/token (main tier)", f"largest context in {a.mem_gib:g} GiB"],
         [[x["kv"], f"{x['bytes_per_token']:.0f}", f"{x['max_context']:,}"] for x in fits])
