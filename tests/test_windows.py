@@ -33,7 +33,8 @@ def prompt(llm, wiki_slice) -> list[int]:
 
 def test_two_tier_kernel_against_float64(bin_dir):
     p = subprocess.run([str(bin_dir / "test-oscar2"), "fa-windows"], capture_output=True, text=True)
-    assert p.returncode == 0 and "12 passed, 0 failed" in p.stdout, p.stdout
+    # 3 tier layouts x {1, 5, 70} queries (70: the tiled path of prompt batches) x {1, 2} threads
+    assert p.returncode == 0 and "18 passed, 0 failed" in p.stdout and "nq=70" in p.stdout, p.stdout
 
 
 def test_settings_and_memory_by_tier_are_reported(llm):
@@ -44,19 +45,43 @@ def test_settings_and_memory_by_tier_are_reported(llm):
         assert c.describe() == ""
 
 
-def test_one_batch_equals_token_by_token(llm, prompt):
-    """Prompt processing and decoding see the same values: the windows are query-relative."""
+def _kld(p_logits: np.ndarray, q_logits: np.ndarray) -> np.ndarray:
+    """KL(p || q) per row of two logit arrays [n, n_vocab]."""
+    lp = p_logits - p_logits.max(1, keepdims=True)
+    lp -= np.log(np.exp(lp).sum(1, keepdims=True))
+    lq = q_logits - q_logits.max(1, keepdims=True)
+    lq -= np.log(np.exp(lq).sum(1, keepdims=True))
+    return (np.exp(lp) * (lp - lq)).sum(1)
+
+
+def test_one_batch_equals_token_by_token(llm, smollm2, prompt):
+    """Prompt processing and decoding see the same values: the windows are query-relative.
+
+    Ubatches of fewer than 64 tokens take the CPU's row-by-row attention, as decoding does:
+    the logits agree to rounding. Larger ones take the tiled path (GEMMs over tiles), whose
+    different summation order this small model amplifies, as it does for f16 caches: there
+    the check is the KL divergence from token-by-token decoding where the tiers matter (after
+    64 + 256 tokens), bounded well below what a window 32 tokens off gives."""
     toks = prompt[:N_PROMPT]
     with Context(llm) as c:
-        batch = c.decode(toks, 0)
-    with Context(llm, n_ubatch=128, n_batch=128) as c:  # several ubatches
-        ubatched = c.decode(toks, 0)
-    with Context(llm) as c:
         single = np.concatenate([c.decode([t], i) for i, t in enumerate(toks)])
-    for other in (ubatched, single):
-        diff = np.abs(batch - other).max(axis=1)
-        assert diff.max() < 0.05, f"max logit difference {diff.max():.4f} at position {diff.argmax()}"
-        assert (batch.argmax(1) == other.argmax(1)).mean() > 0.99
+    with Context(llm, n_ubatch=63, n_batch=63) as c:  # row by row, several ubatches
+        rows = c.decode(toks, 0)
+    diff = np.abs(rows - single).max(axis=1)
+    assert diff.max() < 0.05, f"max logit difference {diff.max():.4f} at position {diff.argmax()}"
+    assert (rows.argmax(1) == single.argmax(1)).mean() > 0.99
+
+    with Context(llm) as c:
+        batch = c.decode(toks, 0)
+    with Context(llm, n_ubatch=128, n_batch=128) as c:  # tiled, several ubatches
+        ubatched = c.decode(toks, 0)
+    off = oscar.load(smollm2, kv="oscar2", n_ctx=512, kv_recent=288)
+    with Context(off) as c:
+        window_off = c.decode(toks, 0)
+    k_off = _kld(single, window_off)[320:].mean()
+    for other in (batch, ubatched):
+        k = _kld(single, other)[320:].mean()
+        assert k < 0.025 < k_off, f"KLD from token-by-token {k:.4f}; with the window 32 tokens off {k_off:.4f}"
 
 
 def test_windows_bring_oscar2_close_to_f16(llm, prompt, smollm2):
@@ -178,8 +203,11 @@ def test_windows_covering_the_context_warn_and_run(bin_dir, smollm2):
 def _server_completions(bin_dir, model, prompts: list[str], n_parallel: int) -> list[str]:
     """Greedy completions of all prompts sent at once to a server with n_parallel slots."""
     out: list[str | None] = [None] * len(prompts)
+    # ubatches of 32 tokens: the CPU's row-by-row attention, whose result does not depend on
+    # how the server groups the slots' tokens (the tiled path of larger ubatches rounds
+    # differently per grouping; its tiers are checked in tests/c and above)
     with llama_server(bin_dir, model, "-ctk", "oscar2", "-ctv", "oscar2", "-fa", "on",
-                      "-c", str(2048 * n_parallel), "-np", str(n_parallel)) as url:
+                      "-c", str(2048 * n_parallel), "-np", str(n_parallel), "-ub", "32") as url:
         def ask(i: int) -> None:
             out[i] = complete(url, prompts[i], 12)["content"]
 

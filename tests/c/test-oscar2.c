@@ -262,8 +262,9 @@ static void attention_ggml(const fa_case * c, enum ggml_type type, const float *
 }
 
 // Prompt batches of this many queries or more take ggml-cpu's tiled path (GGML_FA_TILE_Q in
-// ggml-cpu/common.h), which multiplies F32 Q with dequantised K tiles; fewer take the
-// row-by-row path, which dots oscar2 K with Q as q8_0 (and pool rows with Q as f16).
+// ggml-cpu/common.h): GEMMs over dequantised tiles, with Q rounded as the row-by-row path
+// rounds it (q8_0 against oscar2 K, f16 against 16-bit rows), so both paths have the same
+// references; the tiled path accumulates V in F32 where the row path uses F16 for an F16 V.
 #define FA_TILE_Q 64
 
 static void cmd_fa(void) {
@@ -352,7 +353,7 @@ static void cmd_fa(void) {
 
         double * ref_q  = malloc(nq_el*sizeof(double));
         double * ref_16 = malloc(nq_el*sizeof(double));
-        attention_ref(c, c->nq >= FA_TILE_Q ? qf_h : qd_h, kd, vd, mask, scale, ref_q);
+        attention_ref(c, qd_h, kd, vd, mask, scale, ref_q);
         attention_ref(c, qf_h, kf, vf, mask, scale, ref_16);
 
         for (int nt = 1; nt <= 2; nt++) {
@@ -482,11 +483,7 @@ static void cmd_fa_windows(void) {
                         double sc = 0.0;
                         for (int e = 0; e < d; e++) {
                             double kv_e, q_e;
-                            if (nq >= FA_TILE_Q) {    // tiled: F32 Q with each tier's K values
-                                kv_e = (!use_k || hot) ? ggml_fp16_to_fp32(ggml_fp32_to_fp16(k[off + e]))
-                                                       : oscar2_value(kq + ((off + e)/QK)*BLOCK_BYTES, (off + e) % QK);
-                                q_e  = qr[e];
-                            } else if (!use_k) {      // f16 K, f16 Q
+                            if (!use_k) {             // f16 K, f16 Q
                                 kv_e = ggml_fp16_to_fp32(ggml_fp32_to_fp16(k[off + e]));
                                 q_e  = ggml_fp16_to_fp32(ggml_fp32_to_fp16(qr[e]));
                             } else if (hot) {         // 16-bit tier: f16 K, f16 Q
