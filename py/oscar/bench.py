@@ -244,13 +244,18 @@ def recorded_defaults(recorded: list[dict], a: argparse.Namespace) -> None:
         a.repetitions = max(len(j.get("samples_ts", [])) for j in recorded) or a.repetitions
 
 
+def tests_run(a: argparse.Namespace) -> list[str]:
+    """The llama-bench tests of each point: "pp" when -p > 0, "tg" when -n > 0."""
+    return [k for k, n in (("pp", a.n_prompt), ("tg", a.n_gen)) if n > 0]
+
+
 def sweep(exe: Path, model: Path, configs: list[KVConfig], g: kvmem.KVGeometry, facts: dict,
           a: argparse.Namespace, recorded: list[dict] | None = None) -> tuple[list[dict], dict]:
     """All (configuration, depth) rows, and llama-bench's own build/device facts; from
     ``recorded`` llama-bench results instead of runs when given."""
     rows: list[dict] = []
     lb_info: dict = {}
-    want = [k for k, n in (("pp", a.n_prompt), ("tg", a.n_gen)) if n > 0]
+    want = tests_run(a)
     bar = tqdm(total=len(configs) * len(a.depth) * len(want), desc="oscar-bench", unit="test", disable=a.quiet)
     for cfg in configs:
         sink, recent = windows(cfg, facts)
@@ -324,7 +329,7 @@ def _speed(r: dict, k: str) -> str:
 
 
 def markdown(meta: dict, rows: list[dict], fits: list[dict], a: argparse.Namespace) -> str:
-    kinds = [k for k, n in (("pp", a.n_prompt), ("tg", a.n_gen)) if n > 0]  # the tests that ran
+    kinds = tests_run(a)
     t = report.markdown_table(
         ["KV cache", "depth"] + [f"{k}{a.n_prompt if k == 'pp' else a.n_gen} tok/s" for k in kinds]
         + ["KV MiB (main + 16-bit pool)", "status"],
