@@ -8,6 +8,7 @@
 #   test     test-backend-ops, CUDA against the CPU, for every oscar2 case
 #   ppl      llama-perplexity of SmolLM2 + OSCAR on the GPU and on the CPU (same binary)
 #   perf     test-backend-ops perf: the attention op alone at depth (f16, q8_0, q4_0, oscar2)
+#            and the cache write (SET_ROWS)
 #   bench    llama-bench decode/prefill against depth on a synthetic Qwen3-8B, and the
 #            oscar-bench report of those results (oscar-bench --from-jsonl)
 #   batched  llama-batched-bench, batch 1/8/32 decode
@@ -83,6 +84,8 @@ step_perf() {
     "$BIN/test-backend-ops" perf -b CUDA0 -o FLASH_ATTN_EXT -p "hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(512|4096|16384|65536|131072),|hs=128,nh=8,gqa=4," \
         > "$OUT/perf-fa.log" 2>&1
     grep -E "FLASH_ATTN_EXT" "$OUT/perf-fa.log" | sed -E 's/\x1b\[[0-9;]*m//g; s/,(mask|sinks|max_bias|softcap|prec|permute|hot_K|hot_V|n_sink|n_recent)=[^,)]*//g; s/ +/ /g' | cut -c1-170
+    log "perf: the cache write alone (one token, 8 heads of 128; with OSCAR clipping and without)"
+    "$BIN/test-backend-ops" perf -b CUDA0 -o SET_ROWS -p "4096" 2>&1 | grep -E "^ *SET_ROWS" | sed -E 's/\x1b\[[0-9;]*m//g; s/ +/ /g' | cut -c1-170
 }
 
 step_ppl() {
