@@ -143,6 +143,47 @@ def test_non_orthogonal_rotation(smollm2, shape, tmp_path, capsys):
     assert not (tmp_path / "o.gguf").exists()
 
 
+def random_rotations(L, d, seed=0):
+    """[L, d, d] random orthogonal matrices (QR of Gaussian ones), float32."""
+    q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((L, d, d)))
+    return q.astype(np.float32)
+
+
+def test_half_rotation_file(shape, tmp_path):
+    # float16 storage: half the file; on load the rotations are orthogonal again and within
+    # the float16 rounding of the originals (random rotations: Hadamard entries are exact)
+    r = rotations_for(shape, rot_k=random_rotations(shape.n_layer, shape.head_dim, 1),
+                      rot_v=random_rotations(shape.n_layer, shape.head_dim, 2))
+    r.save(tmp_path / "f32.npz")
+    r.save(tmp_path / "f16.npz", half=True)
+    assert (tmp_path / "f16.npz").stat().st_size < 0.6*(tmp_path / "f32.npz").stat().st_size
+    with np.load(tmp_path / "f16.npz") as z:
+        assert z["rot_k"].dtype == np.float16 and orthogonality_error(z["rot_k"]) > 1e-5  # rounded: not orthogonal as stored
+    h = zoo.Rotations.load(tmp_path / "f16.npz")
+    for a, a0 in ((h.rot_k, r.rot_k), (h.rot_v, r.rot_v)):
+        assert a.dtype == np.float32 and orthogonality_error(a) < 1e-5
+        d16 = np.max(np.abs(a0.astype(np.float16).astype(np.float32) - a0))
+        assert 0 < np.max(np.abs(a - a0)) < 2*d16
+    h.validate(shape, "f16.npz")
+    assert np.array_equal(h.clip_k, r.clip_k) and h.meta == r.meta
+    # the same through `oscar zoo add --half`
+    assert cli.oscar_main(["zoo", "add", "mine", str(tmp_path / "f32.npz"), "--dir", str(tmp_path / "z"), "--half"]) == 0
+    with np.load(tmp_path / "z" / "mine.npz") as z:
+        assert z["rot_v"].dtype == np.float16
+    assert [e["name"] for e in json.loads((tmp_path / "z" / "manifest.json").read_text())["entries"]] == ["mine"]
+
+
+def test_non_orthogonal_half_rotation(smollm2, shape, tmp_path, capsys):
+    # re-orthogonalising on load undoes rounding only: a scaled matrix is refused, not repaired
+    r = rotations_for(shape)
+    r.rot_v = r.rot_v.copy()
+    r.rot_v[7] *= 1.05
+    r.save(tmp_path / "n16.npz", half=True)
+    err = run_bad([str(smollm2), "--rotations", str(tmp_path / "n16.npz"), "-o", str(tmp_path / "o.gguf")], capsys)
+    assert "rot_v (float16) is not orthogonal" in err and "--rotations calibrate" in err
+    assert not (tmp_path / "o.gguf").exists()
+
+
 def test_not_a_rotation_file(smollm2, tmp_path, capsys):
     f = tmp_path / "junk.npz"
     f.write_bytes(b"not a zip")

@@ -213,6 +213,8 @@ def oscar_main(argv: list[str] | None = None) -> int:
     za.add_argument("name", help="entry name, e.g. my-model-7b")
     za.add_argument("file", help="rotation .npz")
     za.add_argument("--dir", default=None, help="zoo folder (default: $OSCAR_ZOO)")
+    za.add_argument("--half", action="store_true",
+                    help="store the rotations as float16 (half the file; made orthogonal again on load)")
     dq = sub.add_parser("dequantize", help="save a GGUF model as a float32 Hugging Face folder, so calibration "
                                            "loads it in seconds (oscar-convert --torch-model DIR)")
     dq.add_argument("gguf", help="model GGUF")
@@ -243,9 +245,10 @@ def oscar_main(argv: list[str] | None = None) -> int:
             print("oscar zoo add: error: give --dir or set OSCAR_ZOO to your zoo folder", file=sys.stderr)
             return 1
         try:
-            f = zoo.add(d, a.name, zoo.Rotations.load(a.file))
+            f = zoo.add(d, a.name, zoo.Rotations.load(a.file), half=a.half)
         except (ValueError, FileNotFoundError) as e:
             print(f"oscar zoo add: error: {e}", file=sys.stderr)
             return 1
-        print(f"oscar zoo add: wrote {f} and its manifest entry", file=sys.stderr)
+        print(f"oscar zoo add: wrote {f} ({f.stat().st_size/2**20:.1f} MiB, {'float16' if a.half else 'float32'} "
+              f"rotations) and its manifest entry", file=sys.stderr)
     return 0

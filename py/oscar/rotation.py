@@ -108,6 +108,14 @@ def orthogonality_error(r: np.ndarray) -> float:
     return float(np.max(np.abs(np.swapaxes(r, -1, -2) @ r - eye)))
 
 
+def nearest_orthogonal(r: np.ndarray) -> np.ndarray:
+    """The orthogonal matrix nearest to each of ``r`` (``[..., D, D]``) in the Frobenius norm:
+    the polar factor ``U Vᵀ`` of ``r = U S Vᵀ``, in float64. Restores a rotation that was
+    stored rounded (float16) to an exact one that differs from it by the rounding."""
+    u, _, vt = np.linalg.svd(np.asarray(r, dtype=np.float64))
+    return u @ vt
+
+
 def check_orthogonal(r: np.ndarray, tol: float = ORTHO_TOL, what: str = "rotation") -> None:
     """Raise ``ValueError`` naming ``what`` if ``r`` is not square, finite and orthogonal to ``tol``."""
     r = np.asarray(r)

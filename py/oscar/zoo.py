@@ -1,9 +1,12 @@
 """Rotation files (``.npz``) and the rotation zoo.
 
-A rotation file holds, for one model (all in llama.cpp's head layout, float32):
+A rotation file holds, for one model (all in llama.cpp's head layout):
 
 - ``rot_k``, ``rot_v``: ``[L, D, D]`` (one rotation per layer) or ``[L, Hkv, D, D]``
-  (per KV head); ``k' = k @ rot_k[l]`` (row vectors).
+  (per KV head); ``k' = k @ rot_k[l]`` (row vectors). float32, or float16 to halve the
+  file (``save(half=True)``, ``oscar zoo add --half``): float16 rotations are made
+  orthogonal again on load (:func:`oscar.rotation.nearest_orthogonal`), which moves each
+  entry by about the float16 rounding (1e-4 for D = 256).
 - ``clip_k``, ``clip_v``: ``[L]`` clip ratios (:func:`oscar.clip.clip_rows`).
 - ``meta``: a JSON string: ``arch``, ``n_layer``, ``n_head``, ``n_head_kv``,
   ``head_dim``, ``fingerprint`` (:func:`oscar.gguf_io.model_shape`), ``per_head``,
@@ -25,7 +28,10 @@ import numpy as np
 
 from .gguf_io import ModelShape
 from .paths import ROOT
-from .rotation import ORTHO_TOL_STORED, check_orthogonal
+from .rotation import ORTHO_TOL_STORED, check_orthogonal, nearest_orthogonal, orthogonality_error
+
+#: how far from orthogonal float16-stored rotations may be (their rounding gives ~3e-4 for D = 256)
+ORTHO_TOL_HALF = 4e-3
 
 BUNDLED_ZOO = ROOT / "zoo"
 MANIFEST = "manifest.json"
@@ -56,26 +62,40 @@ class Rotations:
     def per_head(self) -> bool:
         return self.rot_k.ndim == 4
 
-    def save(self, path: str | Path) -> None:
-        """Write an ``.npz`` (float32 arrays + the JSON meta)."""
-        np.savez_compressed(Path(path), rot_k=self.rot_k.astype(np.float32), rot_v=self.rot_v.astype(np.float32),
+    def save(self, path: str | Path, half: bool = False) -> None:
+        """Write an ``.npz``: the rotations as float32, or float16 with ``half`` (half the
+        size; restored to orthogonal on :meth:`load`), the clip ratios as float32, the JSON meta."""
+        rt = np.float16 if half else np.float32
+        np.savez_compressed(Path(path), rot_k=self.rot_k.astype(rt), rot_v=self.rot_v.astype(rt),
                             clip_k=np.asarray(self.clip_k, np.float32), clip_v=np.asarray(self.clip_v, np.float32),
                             meta=np.array(json.dumps(self.meta, sort_keys=True)))
 
     @staticmethod
     def load(path: str | Path) -> "Rotations":
-        """Read an ``.npz`` written by :meth:`save`; a clear error for anything else."""
+        """Read an ``.npz`` written by :meth:`save` (float16 rotations made orthogonal again);
+        a clear error for anything else."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"rotation file {path}: no such file")
         try:
             with np.load(path, allow_pickle=False) as z:
-                r = Rotations(z["rot_k"].astype(np.float32), z["rot_v"].astype(np.float32),
-                              z["clip_k"].astype(np.float32), z["clip_v"].astype(np.float32),
-                              json.loads(str(z["meta"])))
+                rk, rv = z["rot_k"], z["rot_v"]
+                clip_k, clip_v = z["clip_k"].astype(np.float32), z["clip_v"].astype(np.float32)
+                meta = json.loads(str(z["meta"]))
         except (KeyError, ValueError, OSError) as e:
             raise ValueError(f"{path} is not an OSCAR rotation file (.npz with rot_k, rot_v, clip_k, clip_v, meta): {e}") from e
-        return r
+        rots = []
+        for name, a in (("rot_k", rk), ("rot_v", rv)):
+            if a.dtype == np.float16:
+                # only the rounding is undone: a matrix that was not a rotation stays refused
+                err = orthogonality_error(a) if np.all(np.isfinite(a)) else float("inf")
+                if err > ORTHO_TOL_HALF:
+                    raise RotationMismatch(f"{path}: {name} (float16) is not orthogonal even to float16 rounding "
+                                           f"(max |RᵀR - I| = {err:.3g} > {ORTHO_TOL_HALF:g}): recompute it with "
+                                           "--rotations calibrate")
+                a = nearest_orthogonal(a)
+            rots.append(a.astype(np.float32))
+        return Rotations(rots[0], rots[1], clip_k, clip_v, meta)
 
     def validate(self, shape: ModelShape, source: str = "rotation file") -> None:
         """Raise :class:`RotationMismatch` (naming what differs and the fix) unless these
@@ -157,12 +177,13 @@ def find(shape: ModelShape, per_head: bool | None = None) -> tuple[Path, dict]:
     return f, e
 
 
-def add(folder: str | Path, name: str, rot: Rotations) -> Path:
-    """Save ``rot`` as ``folder/name.npz`` and add (or replace) its manifest entry."""
+def add(folder: str | Path, name: str, rot: Rotations, half: bool = False) -> Path:
+    """Save ``rot`` as ``folder/name.npz`` (float16 rotations with ``half``) and add (or
+    replace) its manifest entry."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     f = folder / f"{name}.npz"
-    rot.save(f)
+    rot.save(f, half=half)
     mf = folder / MANIFEST
     data = json.loads(mf.read_text()) if mf.is_file() else {"entries": []}
     data["entries"] = [e for e in data["entries"] if e.get("name") != name]
