@@ -62,6 +62,10 @@ examples:
 """
 
 
+#: what a sweep runs when neither the command line nor recorded results (--from-jsonl) say
+RUN_DEFAULTS = {"kv": "f16,q4_0,oscar2", "depth": [0, 4096], "n_prompt": 512, "n_gen": 64, "repetitions": 3}
+
+
 class BenchError(Exception):
     """A user-facing error of oscar-bench (printed without a traceback, exit status 1)."""
 
@@ -82,11 +86,13 @@ def parser() -> argparse.ArgumentParser:
                                              "context depth per KV cache type, with the KV cache MiB of each; "
                                              "markdown table, JSON and PNG plot.", epilog=EPILOG)
     ap.add_argument("model", help="GGUF model file")
-    ap.add_argument("--kv", default=None, help="KV configurations (default f16,q4_0,oscar2)")
-    ap.add_argument("-d", "--depth", type=_ints, default=None, help="context depths, comma-separated (default 0,4096)")
-    ap.add_argument("-p", "--n-prompt", type=int, default=None, help="prompt tokens per pp test, 0 = no pp (default 512)")
-    ap.add_argument("-n", "--n-gen", type=int, default=None, help="generated tokens per tg test, 0 = no tg (default 64)")
-    ap.add_argument("-r", "--repetitions", type=int, default=3, help="repetitions per test (default 3)")
+    d = RUN_DEFAULTS
+    ap.add_argument("--kv", help=f"KV configurations (default {d['kv']})")
+    ap.add_argument("-d", "--depth", type=_ints,
+                    help=f"context depths, comma-separated (default {','.join(map(str, d['depth']))})")
+    ap.add_argument("-p", "--n-prompt", type=int, help=f"prompt tokens per pp test, 0 = no pp (default {d['n_prompt']})")
+    ap.add_argument("-n", "--n-gen", type=int, help=f"generated tokens per tg test, 0 = no tg (default {d['n_gen']})")
+    ap.add_argument("-r", "--repetitions", type=int, help=f"repetitions per test (default {d['repetitions']})")
     ap.add_argument("-t", "--threads", type=int, default=None, help="CPU threads (default: llama-bench's)")
     ap.add_argument("-ngl", "--n-gpu-layers", type=int, default=None, help="layers on the GPU (e.g. 99)")
     ap.add_argument("--bin-dir", default=None, help="folder holding llama-bench (default: this repository's build/bin)")
@@ -230,7 +236,7 @@ def read_jsonl(files: list[str]) -> list[dict]:
 
 
 def recorded_defaults(recorded: list[dict], a: argparse.Namespace) -> None:
-    """KV configurations, depths, -p and -n of recorded results, where not given."""
+    """KV configurations, depths, -p, -n and -r of recorded results, where not given."""
     if a.kv is None:
         pairs = list(dict.fromkeys((j["type_k"], j["type_v"]) for j in recorded))
         a.kv = ",".join(k if k == v else f"{k}/{v}" for k, v in pairs)
@@ -240,8 +246,8 @@ def recorded_defaults(recorded: list[dict], a: argparse.Namespace) -> None:
         a.n_prompt = max(int(j["n_prompt"]) for j in recorded)
     if a.n_gen is None:
         a.n_gen = max(int(j["n_gen"]) for j in recorded)
-    if a.repetitions == parser().get_default("repetitions"):
-        a.repetitions = max(len(j.get("samples_ts", [])) for j in recorded) or a.repetitions
+    if a.repetitions is None:
+        a.repetitions = max(len(j.get("samples_ts", [])) for j in recorded) or None
 
 
 def tests_run(a: argparse.Namespace) -> list[str]:
@@ -355,10 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         recorded = read_jsonl(a.from_jsonl) if a.from_jsonl else None
         if recorded is not None:
             recorded_defaults(recorded, a)
-        a.kv = a.kv if a.kv is not None else "f16,q4_0,oscar2"
-        a.depth = a.depth if a.depth is not None else [0, 4096]
-        a.n_prompt = a.n_prompt if a.n_prompt is not None else 512
-        a.n_gen = a.n_gen if a.n_gen is not None else 64
+        for k, v in RUN_DEFAULTS.items():
+            if getattr(a, k) is None:
+                setattr(a, k, list(v) if isinstance(v, list) else v)
         if recorded is None and not exe.is_file():
             raise BenchError(f"{exe} does not exist: build llama-bench there or point --bin-dir at the folder "
                              f"that holds it (e.g. build/bin or build-cuda/bin)")

@@ -11,7 +11,6 @@ def _plt():
     return plt
 
 
-
 def _save(plt, fig, path: str | Path, title: str) -> Path:
     """Title, layout, write the PNG, free the figure."""
     fig.suptitle(title, fontsize=10)
@@ -19,6 +18,7 @@ def _save(plt, fig, path: str | Path, title: str) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return Path(path)
+
 
 def quality_vs_bits(rows: list[dict], path: str | Path, title: str) -> Path:
     """Two panels, one point per KV configuration: mean KLD against f16 (log scale, with its
