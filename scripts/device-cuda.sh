@@ -17,7 +17,9 @@
 # Usage: scripts/device-cuda.sh build test ppl bench batched    (results under $OUT)
 # Environment: SRC_TAR (default .device/llama-src.tar.xz); BIN_TAR, a tarball of a bin/
 # directory built elsewhere for this machine (build then only unpacks it); CUDA_ARCH;
-# DEPTHS, TYPES, REPS, WEIGHTS (q8_0 or q4_0), SYNTH for bench; PPL_MODEL, PPL_TEXT, PPL_TYPES.
+# DEPTHS, TYPES, REPS, WEIGHTS (q8_0 or q4_0), SYNTH for bench; SYNTH_OSCAR=1 gives the synthetic
+# model random OSCAR rotations and clip ratios (the path of a converted model; without them
+# oscar2 takes upstream's Hadamard rotation); PPL_MODEL, PPL_TEXT, PPL_TYPES.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +33,12 @@ ARCH=${CUDA_ARCH:-90}
 DEPTHS=${DEPTHS:-0,16384,65536,131072}
 TYPES=${TYPES:-f16 q8_0 q4_0 oscar2}
 WEIGHTS=${WEIGHTS:-q8_0}
-SYNTH=${SYNTH:-/tmp/qwen3-8b-geometry-$WEIGHTS.gguf}
+SYNTH_OSCAR=${SYNTH_OSCAR:-0}
+if [ "$SYNTH_OSCAR" = 1 ]; then
+    SYNTH=${SYNTH:-/tmp/qwen3-8b-geometry-$WEIGHTS-oscar.gguf}
+else
+    SYNTH=${SYNTH:-/tmp/qwen3-8b-geometry-$WEIGHTS.gguf}
+fi
 REPS=${REPS:-2}
 SRC_TAR=${SRC_TAR:-.device/llama-src.tar.xz}
 # the CUDA libraries of the machine, for binaries built elsewhere
@@ -116,8 +123,10 @@ EOF
 
 step_synth() {
     [ -f "$SYNTH" ] && return 0
-    log "synth: writing a Qwen3-8B-geometry model with random $WEIGHTS weights"
-    PYTHONPATH=$SRC/gguf-py:$ROOT/py python3 -m oscar.synthetic qwen3-8b -o "$SYNTH" --weights "$WEIGHTS"
+    local extra=()
+    [ "$SYNTH_OSCAR" = 1 ] && extra=(--oscar)
+    log "synth: writing a Qwen3-8B-geometry model with random $WEIGHTS weights ${extra[*]}"
+    PYTHONPATH=$SRC/gguf-py:$ROOT/py python3 -m oscar.synthetic qwen3-8b -o "$SYNTH" --weights "$WEIGHTS" "${extra[@]}"
 }
 
 step_bench() {

@@ -206,3 +206,32 @@ def test_synth_q4_0_weights_load_and_run(tmp_path):
     llm = oscar.load(out, kv="oscar2", n_ctx=256, kv_sink=0, kv_recent=0)
     assert llm.create_completion("abc", max_tokens=2, temperature=0.0)["usage"]["completion_tokens"] >= 1
     assert synthetic.main(["tiny-hd64", "-o", str(out)]) == 1   # refuses to overwrite
+
+
+def test_synth_oscar_rotations_and_clips(tmp_path):
+    """--oscar embeds what a conversion embeds: an orthogonal R_K and R_V per layer, clip
+    ratios and windows in the metadata; llama.cpp then takes the calibrated path with oscar2
+    and leaves an f16 cache unrotated (the same logits as the model without them)."""
+    import gguf
+    from oscar import gguf_io
+    plain, rot = tmp_path / "plain.gguf", tmp_path / "rot.gguf"
+    assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "-o", str(plain)]) == 0
+    assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "--oscar", "-o", str(rot)]) == 0
+    r = gguf.GGUFReader(str(rot))
+    tensors = {t.name: t for t in r.tensors}
+    for il in range(2):
+        for fmt in (gguf_io.ROT_K, gguf_io.ROT_V):
+            m = np.asarray(tensors[fmt.format(il)].data, dtype=np.float64).reshape(64, 64)
+            assert np.abs(m @ m.T - np.eye(64)).max() < 1e-5
+    assert not np.allclose(tensors["blk.0.attn_k_oscar_rot"].data, tensors["blk.1.attn_k_oscar_rot"].data)
+    assert list(r.fields["oscar.clip_k"].contents()) == pytest.approx([synthetic.SYNTH_CLIP] * 2)
+    assert int(r.fields["oscar.recent_tokens"].contents()) == 256
+    # same weights with and without: f16 caches give equal logits, oscar2 runs
+    outs = {}
+    for name, path in (("plain", plain), ("rot", rot)):
+        llm = oscar.load(path, kv="f16", n_ctx=256, logits_all=True)
+        llm.eval(llm.tokenize(b"the quick brown fox"))
+        outs[name] = np.array(llm.scores[: llm.n_tokens])
+    assert np.array_equal(outs["plain"], outs["rot"])
+    llm = oscar.load(rot, kv="oscar2", n_ctx=256, kv_sink=0, kv_recent=0)
+    assert llm.create_completion("abc", max_tokens=2, temperature=0.0)["usage"]["completion_tokens"] >= 1

@@ -4,8 +4,9 @@ A converted model is written here with gguf-py (all tensors and metadata of the
 original plus random orthogonal rotations and clip ratios), so these tests do not
 depend on the calibration code:
 
-- rotation invariance: with a 16-bit KV cache the rotated model's logits equal the
-  original's (KL divergence against the original, per-layer and per-KV-head rotations);
+- rotation invariance: with a 16-bit KV cache rotated anyway (LLAMA_OSCAR_ROT_16BIT) the
+  rotated model's logits equal the original's (KL divergence against the original,
+  per-layer and per-KV-head rotations); by default only quantized cache sides are rotated;
 - the context log line says which rotation applies (calibrated or Hadamard);
 - a rotation tensor of the wrong shape is refused with a message naming the layer;
 - clipping: the clipped oscar2 cache write equals numpy's clip_rows + quantize bit for
@@ -164,12 +165,17 @@ def oscar_line(log: str) -> str:
     return m.group(0)
 
 
+#: rotate a 16-bit cache too (llama_oscar_rot_applies): the invariance tests check the wiring
+F16_ROTATED = pp.KVConfig("f16", "f16", env={"LLAMA_OSCAR_ROT_16BIT": "1"})
+
+
 @pytest.mark.parametrize("variant", ["per_layer", "per_head"])
 def test_rotation_invariance_f16(variant, f32_models, wiki_slice, f32_base):
-    """q'.k' = q.k and o' R_V^T = o: with a 16-bit cache the rotated model gives the
-    original logits up to float rounding (measured: KLD ~1e-6, PPL within 1e-4)."""
+    """q'.k' = q.k and o' R_V^T = o: with a 16-bit cache rotated anyway (LLAMA_OSCAR_ROT_16BIT)
+    the rotated model gives the original logits up to float rounding (measured: KLD ~1e-6,
+    PPL within 1e-4)."""
     base, ref = f32_base
-    res = pp.run(f32_models[variant], wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=CHUNKS,
+    res = pp.run(f32_models[variant], wiki_slice, F16_ROTATED, ctx=CTX, chunks=CHUNKS,
                  kld_base=base, extra=VERBOSE)
     kind = "per layer" if variant == "per_layer" else "per KV head"
     assert f"oscar: calibrated rotations ({kind}) from the GGUF" in oscar_line(res.log)
@@ -180,12 +186,35 @@ def test_rotation_invariance_f16(variant, f32_models, wiki_slice, f32_base):
 
 def test_zero_rotation_changes_logits(smollm2, tmp_path, wiki_slice, f32_base):
     """A well-shaped but zero V rotation in one layer wipes that layer's attention output:
-    the logits move, so the invariance above does not come from an unused tensor."""
+    the logits move, so the invariance above does not come from an unused tensor. Without
+    LLAMA_OSCAR_ROT_16BIT a 16-bit cache is not rotated at all: the logits are the original's."""
     bad = write_converted(smollm2, tmp_path / "zero.gguf", f32=True,
                           zeros={"blk.2.attn_v_oscar_rot": (HEAD_DIM, HEAD_DIM)})
     base, _ = f32_base
-    res = pp.run(bad, wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=CHUNKS, kld_base=base)
+    res = pp.run(bad, wiki_slice, F16_ROTATED, ctx=CTX, chunks=CHUNKS, kld_base=base)
     assert res.kld_mean > 1e-2, res.kld_mean
+    res = pp.run(bad, wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=CHUNKS, kld_base=base, extra=VERBOSE)
+    assert oscar_line(res.log).endswith(", not applied (16-bit K/V cache: a rotation changes nothing there), "
+                                        "no clipping (the K/V cache is not oscar2)"), oscar_line(res.log)
+    assert res.kld_mean < 1e-6, res.kld_mean
+
+
+def test_rotation_only_on_the_quantized_side(smollm2, tmp_path, wiki_slice, f32_base):
+    """K in q8_0, V in f16: only K (and q) is rotated. A zero V rotation changes nothing; a
+    zero K rotation wipes a layer's scores. The log line names the rotated side."""
+    zero_v = write_converted(smollm2, tmp_path / "zv.gguf", f32=True,
+                             zeros={"blk.2.attn_v_oscar_rot": (HEAD_DIM, HEAD_DIM)})
+    zero_k = write_converted(smollm2, tmp_path / "zk.gguf", f32=True,
+                             zeros={"blk.2.attn_k_oscar_rot": (HEAD_DIM, HEAD_DIM)})
+    plain = write_converted(smollm2, tmp_path / "plain.gguf", f32=True)
+    base, _ = f32_base
+    kv = pp.KVConfig("q8_0", "f16")
+    ref = pp.run(plain, wiki_slice, kv, ctx=CTX, chunks=CHUNKS, kld_base=base, extra=VERBOSE)
+    assert ", applied to K only (16-bit V)" in oscar_line(ref.log), oscar_line(ref.log)
+    zv = pp.run(zero_v, wiki_slice, kv, ctx=CTX, chunks=CHUNKS, kld_base=base)
+    zk = pp.run(zero_k, wiki_slice, kv, ctx=CTX, chunks=CHUNKS, kld_base=base)
+    assert zv.ppl == ref.ppl, (zv.ppl, ref.ppl)
+    assert zk.kld_mean > ref.kld_mean + 1e-3, (zk.kld_mean, ref.kld_mean)
 
 
 def test_log_line_oscar2_uses_calibrated_rotations(rotated, wiki_slice):
@@ -317,7 +346,7 @@ def test_gemma3_rotation_invariance_iswa(gemma3_f16, wiki_slice):
     Q scaled before attention): random rotations in every layer leave the f16-cache logits
     as they are, so Q, K, V and the output are rotated consistently in both caches."""
     g = gemma3_f16
-    res = pp.run(g["models"]["rot"], wiki_slice, pp.KVConfig("f16", "f16"), ctx=GEMMA_CTX, chunks=1,
+    res = pp.run(g["models"]["rot"], wiki_slice, F16_ROTATED, ctx=GEMMA_CTX, chunks=1,
                  kld_base=g["base"], extra=VERBOSE)
     assert "oscar: calibrated rotations (per layer) from the GGUF" in oscar_line(res.log)
     assert res.kld_mean is not None and res.kld_mean < 1e-3, res.kld_mean
@@ -331,6 +360,6 @@ def test_gemma3_rotations_used_in_both_caches(variant, gemma3_f16, wiki_slice):
     """A zero V rotation in a sliding-window layer, or in a global layer, moves the logits:
     the rotation tensors are read by both caches of the iSWA model."""
     g = gemma3_f16
-    res = pp.run(g["models"][variant], wiki_slice, pp.KVConfig("f16", "f16"), ctx=GEMMA_CTX, chunks=1,
+    res = pp.run(g["models"][variant], wiki_slice, F16_ROTATED, ctx=GEMMA_CTX, chunks=1,
                  kld_base=g["base"])
     assert res.kld_mean > 1e-2, res.kld_mean

@@ -45,12 +45,31 @@ def _vocab() -> tuple[list[bytes], list[float], list[int]]:
     return tokens, scores, [int(t) for t in types]
 
 
-def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0) -> Path:
+#: clip ratio written by ``write(..., oscar=True)``, about the middle of the calibrated ones
+SYNTH_CLIP = 0.85
+
+
+def random_rotations(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` random orthogonal matrices, shape ``[n, d, d]`` float32 (QR of Gaussian
+    matrices, signs fixed so that the distribution is uniform)."""
+    out = np.empty((n, d, d), dtype=np.float32)
+    for i in range(n):
+        q, r = np.linalg.qr(rng.standard_normal((d, d)))
+        out[i] = (q * np.sign(np.diag(r))).astype(np.float32)
+    return out
+
+
+def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0, oscar: bool = False) -> Path:
     """Write a llama-architecture GGUF with geometry ``g`` and random weights.
 
     weight_type: ``f32``, ``f16``, ``q8_0`` or ``q4_0`` for the matrices (quantised with
     gguf-py's quantisers). To keep large models quick to write, one random matrix per shape
     is reused across layers; embeddings and the output matrix stay F32.
+
+    oscar: also embed what a calibrated conversion embeds (see :mod:`oscar.gguf_io`): a
+    random orthogonal K and V rotation per layer, ``[D, D]``, clip ratios ``SYNTH_CLIP``
+    and 64 sink / 256 recent tokens, so that speed is measured on the path a converted
+    model takes (dense rotations and clipped cache writes) rather than upstream's Hadamard.
     """
     import gguf
 
@@ -79,6 +98,17 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
+    if oscar:
+        from .gguf_io import OSCAR_VERSION, ROT_K, ROT_V
+        w.add_uint32("oscar.version", OSCAR_VERSION)
+        w.add_array("oscar.clip_k", [SYNTH_CLIP] * g.n_layer)
+        w.add_array("oscar.clip_v", [SYNTH_CLIP] * g.n_layer)
+        w.add_uint32("oscar.sink_tokens", 64)
+        w.add_uint32("oscar.recent_tokens", 256)
+        w.add_string("oscar.calibration.data", "none (synthetic model: random rotations)")
+        w.add_uint32("oscar.calibration.tokens", 0)
+        w.add_string("oscar.calibration.objective", "none")
+        rots = random_rotations(2 * g.n_layer, g.head_dim, np.random.default_rng(seed + 1))
 
     qtype = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
              "q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}[weight_type]
@@ -112,6 +142,9 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
         add(p + "ffn_gate.weight", matrix(g.n_ff, g.n_embd))
         add(p + "ffn_up.weight", matrix(g.n_ff, g.n_embd))
         add(p + "ffn_down.weight", matrix(g.n_embd, g.n_ff))
+        if oscar:
+            w.add_tensor(ROT_K.format(il), rots[2 * il])
+            w.add_tensor(ROT_V.format(il), rots[2 * il + 1])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     import importlib.util
@@ -137,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ctx", type=int, default=None,
                     help="context length written to the GGUF (default: the geometry's, 131072 for the large ones)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--oscar", action="store_true",
+                    help="also embed random OSCAR rotations and clip ratios (as a converted model carries), "
+                         "so that oscar2 runs the calibrated path instead of upstream's Hadamard rotation")
     a = ap.parse_args(argv)
     out = Path(a.output)
     if out.exists():
@@ -153,12 +189,12 @@ def main(argv: list[str] | None = None) -> int:
         g = replace(g, n_ctx=a.ctx)
     t0 = time.time()
     try:
-        write(out, g, a.weights, a.seed)
+        write(out, g, a.weights, a.seed, oscar=a.oscar)
     except BaseException:
         out.unlink(missing_ok=True)  # never leave a truncated model behind
         raise
     print(f"oscar-synth: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
-          f"head_dim {g.head_dim}, {a.weights} weights, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
+          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
           f"in {time.time() - t0:.1f} s", file=sys.stderr)
     return 0
 
