@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Emulate, lane by lane, the P.V step of the oscar2 CUDA decode kernel (oscar2_fa_v_tile_mma,
+fattn-oscar2.cu) with numpy, and compare it with the plain sum over cells of p * dequantised V.
+
+A development check for kernel changes that cannot run on a GPU yet: it repeats the kernel's
+register arithmetic (byte permutes, shifts, the fragment layouts of mma.m16n8k16 with f16
+inputs and f32 accumulators, as the PTX ISA documents them) on random rows, for the version
+that builds V from m + d*c in the fragments ("scaled") and the one that moves d to P and adds
+the minima and the 1024 offsets with two extra mma ("folded").
+
+    python3 scripts/dev/emulate_v_tile_mma.py [--trials N]
+"""
+import argparse
+
+import numpy as np
+
+QK = 64
+
+
+def prmt(x: int, y: int, sel: int) -> int:
+    """__byte_perm(x, y, sel): byte i of the result is byte (sel >> 4i) & 7 of y:x."""
+    b = [(x >> (8 * i)) & 0xFF for i in range(4)] + [(y >> (8 * i)) & 0xFF for i in range(4)]
+    return sum(b[(sel >> (4 * i)) & 7] << (8 * i) for i in range(4))
+
+
+def h2_of(u: int) -> np.ndarray:
+    return np.array([u & 0xFFFF, u >> 16], dtype=np.uint16).view(np.float16)
+
+
+def u_of(h: np.ndarray) -> int:
+    v = np.asarray(h, dtype=np.float16).view(np.uint16)
+    return int(v[0]) | (int(v[1]) << 16)
+
+
+def make_rows(rng, n_cells: int, D: int) -> tuple[np.ndarray, np.ndarray]:
+    """oscar2 rows as ints (5 per 64-value block: d|m<<16, then 16 code bytes) and their values."""
+    nb = D // QK
+    rows = np.zeros((n_cells, 5 * nb), dtype=np.uint64)
+    vals = np.zeros((n_cells, D))
+    for c in range(n_cells):
+        for b in range(nb):
+            d = np.float16(rng.uniform(0.01, 0.5))
+            m = np.float16(rng.uniform(-2, 2))
+            codes = rng.integers(0, 4, QK)
+            qs = np.zeros(16, dtype=np.int64)
+            for e in range(QK):
+                qs[e % 16] |= codes[e] << (2 * (e // 16))
+            rows[c, 5 * b] = int(np.array([d]).view(np.uint16)[0]) | (int(np.array([m]).view(np.uint16)[0]) << 16)
+            for w in range(4):
+                rows[c, 5 * b + 1 + w] = int(qs[4 * w]) | int(qs[4 * w + 1]) << 8 | int(qs[4 * w + 2]) << 16 | int(qs[4 * w + 3]) << 24
+            vals[c, QK * b:QK * (b + 1)] = np.float32(m) + np.float32(d) * codes
+    return rows, vals
+
+
+def mma(acc, A, B):
+    """acc[lane][4] += A.B for one warp: A[lane][4] and B[lane][2] are fragment registers."""
+    Am = np.zeros((16, 16))
+    Bm = np.zeros((16, 8))
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for r, (row, k0) in enumerate([(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)]):
+            Am[row, k0:k0 + 2] = h2_of(A[lane][r]).astype(np.float64)
+        for r, k0 in enumerate([2 * t, 2 * t + 8]):
+            Bm[k0:k0 + 2, g] = h2_of(B[lane][r]).astype(np.float64)
+    C = Am @ Bm
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        acc[lane] += np.array([C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]])
+
+
+def mma_dim(mt: int, r: int) -> int:
+    return 64 * (mt // 4) + 8 * (r % 8) + 2 * (mt % 4) + r // 8
+
+
+def v_tile(rows, p_t, D: int, folded: bool):
+    """The kernel's accumulators after one tile (32 cells), as O^T[dim][query vector]."""
+    nb = D // QK
+    accm = np.zeros((32, D // 16, 4))
+    accb = np.zeros((32, nb, 4))
+    for k0 in range(0, 32, 16):
+        A = {}  # (mt) -> per lane regs
+        Bs = {}
+        for lane in range(32):
+            g, t = lane // 4, lane % 4
+            shift = 2 * (g // 2)
+            wq = 1 + 2 * (g % 2)
+            b0 = u_of(p_t[g, k0 + 2 * t:k0 + 2 * t + 2])
+            b1 = u_of(p_t[g, k0 + 2 * t + 8:k0 + 2 * t + 10])
+            r0, r1, r8, r9 = (rows[k0 + 2 * t + o] for o in (0, 1, 8, 9))
+            for b in range(nb):
+                h0, h1, h8, h9 = (int(r[5 * b]) for r in (r0, r1, r8, r9))
+                d01, m01 = prmt(h0, h1, 0x5410), prmt(h0, h1, 0x7632)
+                d89, m89 = prmt(h8, h9, 0x5410), prmt(h8, h9, 0x7632)
+                if folded:
+                    pb0 = u_of(h2_of(b0) * h2_of(d01))  # __hmul2: f16 product, rounded
+                    pb1 = u_of(h2_of(b1) * h2_of(d89))
+                    Bs.setdefault(('m', b), []).append(((m01, m01, m89, m89), (b0, b1)))
+                    Bs.setdefault(('c', b), []).append(((0xE400E400,) * 4, (pb0, pb1)))
+                for w in range(2):
+                    A0, A1 = int(r0[5 * b + wq + w]), int(r1[5 * b + wq + w])
+                    A8, A9 = int(r8[5 * b + wq + w]), int(r9[5 * b + wq + w])
+                    for h in range(2):
+                        sel = 0x7362 if h else 0x5140
+                        x01 = (prmt(A0, A1, sel) >> shift) & 0x03030303
+                        x89 = (prmt(A8, A9, sel) >> shift) & 0x03030303
+                        if folded:
+                            a = (prmt(x01, 0x64, 0x4140), prmt(x01, 0x64, 0x4342),
+                                 prmt(x89, 0x64, 0x4140), prmt(x89, 0x64, 0x4342))
+                            B = (pb0, pb1)
+                        else:
+                            def codes_h2(c, s, dd, mm):
+                                x = (h2_of(prmt(c, 0x64, s)) - np.float16(1024)).astype(np.float16)
+                                return u_of((x * h2_of(dd)).astype(np.float16) + h2_of(mm))  # hfma2 (rounded once in hw; close)
+                            a = (codes_h2(x01, 0x4140, d01, m01), codes_h2(x01, 0x4342, d01, m01),
+                                 codes_h2(x89, 0x4140, d89, m89), codes_h2(x89, 0x4342, d89, m89))
+                            B = (b0, b1)
+                        A.setdefault(4 * b + 2 * w + h, []).append((a, B))
+        for mt, regs in A.items():
+            mma(accm[:, mt], [r[0] for r in regs], [r[1] for r in regs])
+        for (kind, b), regs in Bs.items():
+            mma(accb[:, b], [r[0] for r in regs], [r[1] for r in regs])
+    O = np.zeros((D, 8))
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for mt in range(D // 16):
+            x = accm[lane, mt] + (accb[lane, mt // 4] if folded else 0)
+            for r in range(2):
+                e = mma_dim(mt, g + 8 * r)
+                O[e, 2 * t] = x[2 * r]
+                O[e, 2 * t + 1] = x[2 * r + 1]
+    return O
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--trials', type=int, default=3)
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    for D in (64, 128, 256):
+        for trial in range(args.trials):
+            rows, vals = make_rows(rng, 32, D)
+            QV = [1, 2, 4, 8][trial % 4]
+            p = np.zeros((8, 40), dtype=np.float16)
+            p[:QV, :32] = rng.uniform(0, 1, (QV, 32)).astype(np.float16)
+            p[:QV, rng.integers(0, 32, 5)] = 0  # cells read from the pool
+            ref = (p[:, :32].astype(np.float64) @ vals).T  # [D][8]
+            for folded in (False, True):
+                O = v_tile(rows, p, D, folded)
+                err = np.abs(O - ref).max() / np.abs(ref).max()
+                print(f"D={D:3d} QV={QV} {'folded' if folded else 'scaled'}: max rel err {err:.2e}")
+                assert err < 5e-3, "mismatch"
+    print("ok")
+
+
+if __name__ == '__main__':
+    main()
