@@ -19,7 +19,8 @@
 # directory built elsewhere for this machine (build then only unpacks it); CUDA_ARCH;
 # DEPTHS, TYPES, REPS, WEIGHTS (q8_0 or q4_0), SYNTH for bench; SYNTH_OSCAR=1 gives the synthetic
 # model random OSCAR rotations and clip ratios (the path of a converted model; without them
-# oscar2 takes upstream's Hadamard rotation); PPL_MODEL, PPL_TEXT, PPL_TYPES.
+# oscar2 takes upstream's Hadamard rotation); PPL_MODEL, PPL_TEXT, PPL_TYPES; CUDA_BUILD_DIR
+# (default build-cuda/), so that two builds (say, two kernels' BIN_TAR) can be timed in one call.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +28,7 @@ cd "$ROOT"
 OUT=${OUT:-$ROOT/results/device}
 mkdir -p "$OUT"
 SRC=$ROOT/build-cuda-src
-BLD=$ROOT/build-cuda
+BLD=${CUDA_BUILD_DIR:-$ROOT/build-cuda}
 BIN=$BLD/bin
 ARCH=${CUDA_ARCH:-90}
 DEPTHS=${DEPTHS:-0,16384,65536,131072}
