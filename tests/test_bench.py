@@ -235,3 +235,20 @@ def test_synth_oscar_rotations_and_clips(tmp_path):
     assert np.array_equal(outs["plain"], outs["rot"])
     llm = oscar.load(rot, kv="oscar2", n_ctx=256, kv_sink=0, kv_recent=0)
     assert llm.create_completion("abc", max_tokens=2, temperature=0.0)["usage"]["completion_tokens"] >= 1
+
+
+def test_synth_fold_v(tmp_path, capsys):
+    """--oscar --fold-v writes the model of oscar-convert --fold-v (no V rotations, the folded
+    flag), which llama.cpp runs without a V rotation; --fold-v alone is refused."""
+    import gguf
+    from oscar import gguf_io
+    out = tmp_path / "fold.gguf"
+    assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "--oscar", "--fold-v", "-o", str(out)]) == 0
+    r = gguf.GGUFReader(str(out))
+    names = {t.name for t in r.tensors}
+    assert gguf_io.ROT_K.format(0) in names and gguf_io.ROT_V.format(0) not in names
+    assert bool(r.fields["oscar.v_rotation_folded"].contents()) is True
+    llm = oscar.load(out, kv="oscar2", n_ctx=256, kv_sink=0, kv_recent=0)
+    assert llm.create_completion("abc", max_tokens=2, temperature=0.0)["usage"]["completion_tokens"] >= 1
+    assert synthetic.main(["tiny-hd64", "--fold-v", "-o", str(tmp_path / "x.gguf")]) == 1
+    assert "--fold-v needs --oscar" in capsys.readouterr().err

@@ -184,6 +184,73 @@ def test_rotation_invariance_f16(variant, f32_models, wiki_slice, f32_base):
     assert abs(res.ppl / ref.ppl - 1) < 1e-3, (res.ppl, ref.ppl)
 
 
+@pytest.fixture(scope="module")
+def folded_models(f32_models, tmp_path_factory) -> dict[str, Path]:
+    """The float32 SmolLM2 converted by oscar.gguf_io with random rotations and R_V folded
+    into attn_v/attn_output (--fold-v), per layer and per KV head."""
+    from oscar import gguf_io
+    d = tmp_path_factory.mktemp("oscar-fold")
+    rng = np.random.default_rng(7)
+    out = {}
+    ones = np.ones(N_LAYER, dtype=np.float32)
+    for kind, per_head in (("per_layer", False), ("per_head", True)):
+        n = N_LAYER*(N_HEAD_KV if per_head else 1)
+        shape = (N_LAYER, N_HEAD_KV, HEAD_DIM, HEAD_DIM) if per_head else (N_LAYER, HEAD_DIM, HEAD_DIM)
+        rot_k, rot_v = (np.stack([random_rotation(rng, HEAD_DIM) for _ in range(n)]).reshape(shape) for _ in range(2))
+        out[kind] = d / f"{kind}-folded.gguf"
+        gguf_io.write_oscar_gguf(f32_models["base"], out[kind], rot_k, rot_v, ones, ones, 64, 256,
+                                 "random orthogonal (test)", 0, "test", progress=False, fold_v=True)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["per_layer", "per_head"])
+def test_folded_v_rotation_runs_exactly(kind, folded_models, wiki_slice, f32_base):
+    """R_V folded into attn_v/attn_output (oscar-convert --fold-v): llama.cpp rotates neither
+    V nor the attention output, says so at start, and over a 16-bit cache (K rotated anyway,
+    LLAMA_OSCAR_ROT_16BIT) gives the original model's logits up to float rounding."""
+    base, ref = f32_base
+    res = pp.run(folded_models[kind], wiki_slice, F16_ROTATED, ctx=CTX, chunks=CHUNKS, kld_base=base, extra=VERBOSE)
+    assert "V's folded into attn_v/attn_output" in oscar_line(res.log), oscar_line(res.log)
+    assert res.kld_mean is not None and res.kld_mean < 1e-4, res.kld_mean
+    assert abs(res.ppl / ref.ppl - 1) < 1e-3, (res.ppl, ref.ppl)
+
+
+def test_fold_orientation_matches_the_runtime_rotation():
+    """The invariance above holds for any orthogonal matrix, so it cannot tell R_V from its
+    transpose; this pins the fold to the convention llama.cpp applies a stored R_V with (and
+    the calibration computes R_V for): per KV head v' = v @ R, and o = o' @ Rᵀ per query head
+    before the output projection. GQA 3 (9 query heads, 3 KV heads, head 64), per-head R."""
+    from oscar import gguf_io
+    rng = np.random.default_rng(3)
+    d, hkv, h, n_embd = 64, 3, 9, 40
+    r = np.stack([random_rotation(rng, d) for _ in range(hkv)]).astype(np.float64)
+    w_v, b_v = rng.standard_normal((hkv * d, n_embd)), rng.standard_normal(hkv * d)
+    w_o = rng.standard_normal((n_embd, h * d))
+    w_v2, b_v2, w_o2 = gguf_io.fold_v_rotation(w_v, b_v, w_o, r, h, hkv)
+    x = rng.standard_normal(n_embd)
+    v = (w_v @ x + b_v).reshape(hkv, d)
+    v_rot = np.einsum("hi,hij->hj", v, r)                       # v' = v @ R, head by head
+    assert np.allclose((w_v2 @ x + b_v2).reshape(hkv, d), v_rot)
+    o_rot = rng.standard_normal((h, d))                           # attention output, rotated space
+    o = np.einsum("hj,hij->hi", o_rot, r[np.arange(h) // (h // hkv)])   # o = o' @ R^T
+    assert np.allclose(w_o2 @ o_rot.reshape(-1), w_o @ o.reshape(-1))
+    # and the transposed fold is not the same thing
+    w_v3, _, _ = gguf_io.fold_v_rotation(w_v, b_v, w_o, np.swapaxes(r, 1, 2), h, hkv)
+    assert not np.allclose((w_v3 @ x).reshape(hkv, d), np.einsum("hi,hij->hj", (w_v @ x).reshape(hkv, d), r))
+
+
+def test_fold_v_refuses_quantized_weights(smollm2, tmp_path):
+    """--fold-v on a quantized model stops before any work, naming the tensor, its type and
+    the way out (convert from float weights, quantize afterwards)."""
+    out = tmp_path / "x.gguf"
+    p = subprocess.run([str(paths.ROOT / ".venv" / "bin" / "oscar-convert"), str(smollm2), "--rotations", "zoo",
+                        "--fold-v", "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1
+    assert "--fold-v needs float attention weights (F32, F16 or BF16), but blk.0.attn_v.weight is Q4_1" in p.stderr
+    assert "quantize afterwards" in p.stderr
+    assert not out.exists()
+
+
 def test_zero_rotation_changes_logits(smollm2, tmp_path, wiki_slice, f32_base):
     """A well-shaped but zero V rotation in one layer wipes that layer's attention output:
     the logits move, so the invariance above does not come from an unused tensor. Without

@@ -123,6 +123,11 @@ def convert_main(argv: list[str] | None = None) -> int:
                     help="with --rotations calibrate: load this Hugging Face folder in PyTorch instead of dequantising "
                          "the GGUF (it must hold the same weights, e.g. written by `oscar dequantize MODEL.gguf DIR`; "
                          "checked against the GGUF's key projection)")
+    ap.add_argument("--fold-v", action="store_true",
+                    help="fold the V rotation into attn_v and attn_output instead of storing it (float weights only: "
+                         "F32, F16, BF16), so that llama.cpp multiplies neither V nor the attention output by a rotation "
+                         "at run time: two fewer matrix products per layer and token. Quantize the output afterwards "
+                         "(llama-quantize keeps the OSCAR tensors and metadata)")
     ap.add_argument("--save-rotations", metavar="FILE.npz", help="also write the rotations as a rotation file")
     ap.add_argument("--force", action="store_true", help="overwrite an existing output")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
@@ -148,6 +153,8 @@ def convert_main(argv: list[str] | None = None) -> int:
                 raise ConvertError(f"output {out} is the input model: the input is never modified, choose another -o")
             try:
                 shape = gguf_io.model_shape(gguf_path)
+                if a.fold_v:  # before any calibration: nothing is lost on a refusal
+                    gguf_io.check_foldable(gguf_io.open_reader(gguf_path), gguf_path)
             except ValueError as e:
                 raise ConvertError(str(e)) from e
             how = a.rotations
@@ -186,14 +193,18 @@ def convert_main(argv: list[str] | None = None) -> int:
             if a.save_rotations:
                 rot.save(a.save_rotations)
             cal_meta = rot.meta.get("calibration", {})
-            gguf_io.write_oscar_gguf(gguf_path, out, rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v,
-                                     rot.meta.get("sink_tokens", 64), rot.meta.get("recent_tokens", 256),
-                                     str(cal_meta.get("data", "unknown")), int(cal_meta.get("tokens", 0)),
-                                     str(cal_meta.get("objective", "unknown")), force=a.force, progress=not a.quiet)
+            try:
+                gguf_io.write_oscar_gguf(gguf_path, out, rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v,
+                                         rot.meta.get("sink_tokens", 64), rot.meta.get("recent_tokens", 256),
+                                         str(cal_meta.get("data", "unknown")), int(cal_meta.get("tokens", 0)),
+                                         str(cal_meta.get("objective", "unknown")), force=a.force, progress=not a.quiet,
+                                         fold_v=a.fold_v)
+            except ValueError as e:
+                raise ConvertError(str(e)) from e
     except (ConvertError, zoo.RotationMismatch, FileExistsError) as e:
         print(f"oscar-convert: error: {e}", file=sys.stderr)
         return 1
-    kind = "per-head" if rot.per_head else "per-layer"
+    kind = ("per-head" if rot.per_head else "per-layer") + (", V's folded into the weights" if a.fold_v else "")
     print(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations D={shape.head_dim}, "
           f"clip K {rot.clip_k.min():.3f}-{rot.clip_k.max():.3f} V {rot.clip_v.min():.3f}-{rot.clip_v.max():.3f}; "
           f"{how}) in {time.time() - t0:.1f} s", file=sys.stderr)

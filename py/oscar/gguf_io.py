@@ -12,6 +12,13 @@ Tensors added (F32), for every layer N:
   keys; the attention output is
   rotated back with ``R_Vᵀ``.
 
+With ``fold_v`` (float attention weights only) ``R_V`` goes into the weights instead:
+``attn_v.weight`` (and ``attn_v.bias``) of KV head h becomes ``R_V[h]ᵀ @ W`` (its rows are
+the head's output dims, so v' = v @ R_V comes out of the projection), ``attn_output.weight``
+restricted to query head q's input columns becomes ``W @ R_V[q // G]``, no
+``attn_v_oscar_rot`` is written and ``oscar.v_rotation_folded`` (bool) is set: llama.cpp then
+multiplies neither V nor the attention output by a rotation at run time.
+
 Metadata added: ``oscar.version`` (uint32 1), ``oscar.clip_k`` and ``oscar.clip_v``
 (float32 arrays, one ratio per layer, the ``r`` of :func:`oscar.clip.clip_rows`),
 ``oscar.sink_tokens`` (uint32), ``oscar.recent_tokens`` (uint32),
@@ -131,16 +138,63 @@ def tensor_f32(path: str | Path, name: str) -> np.ndarray:
     raise KeyError(f"{path}: no tensor {name}")
 
 
+FLOAT_TYPES = ("F32", "F16", "BF16")
+
+
+def check_foldable(reader, src: str | Path) -> None:
+    """Raise ValueError unless every layer's attn_v and attn_output weights are float
+    (F32, F16, BF16), which folding the V rotation needs. ``reader``: open_reader(src)."""
+    import gguf
+    arch = reader.fields["general.architecture"].contents()
+    n_layer = _scalar(reader, f"{arch}.block_count")
+    types = {t.name: gguf.GGMLQuantizationType(t.tensor_type).name for t in reader.tensors}
+    for i in range(n_layer):
+        for n in (f"blk.{i}.attn_v.weight", f"blk.{i}.attn_output.weight"):
+            if n not in types:
+                raise ValueError(f"--fold-v: {src} has no tensor {n}: this architecture's V projection cannot be folded")
+            if types[n] not in FLOAT_TYPES:
+                raise ValueError(f"--fold-v needs float attention weights (F32, F16 or BF16), but {n} is {types[n]}: "
+                                 "folding into quantized weights would quantize them again (measured on SmolLM2 Q4_1: "
+                                 "KLD +0.09). Convert from an F16/BF16 GGUF and quantize afterwards (llama-quantize "
+                                 "keeps the OSCAR tensors), or leave out --fold-v")
+
+
+def fold_v_rotation(w_v: np.ndarray, b_v: np.ndarray | None, w_o: np.ndarray, rot_v: np.ndarray,
+                    n_head: int, n_head_kv: int) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """Fold one layer's V rotation into its weights (float32 in, float32 out).
+
+    w_v: ``(Hkv*D, n_embd)`` (numpy of ``attn_v.weight``), b_v: ``(Hkv*D,)`` or None, w_o:
+    ``(n_embd, H*D)``, rot_v: ``(D, D)`` or ``(Hkv, D, D)`` with v' = v @ R. Returns the
+    weights whose projection gives v' directly and whose output projection takes o'.
+    """
+    d = rot_v.shape[-1]
+    g = n_head // n_head_kv
+    r = rot_v if rot_v.ndim == 3 else np.broadcast_to(rot_v, (n_head_kv, d, d))
+    w_v2 = np.empty_like(w_v)
+    b_v2 = None if b_v is None else np.empty_like(b_v)
+    for h in range(n_head_kv):
+        rows = slice(h * d, (h + 1) * d)
+        w_v2[rows] = r[h].T @ w_v[rows]
+        if b_v is not None:
+            b_v2[rows] = r[h].T @ b_v[rows]
+    w_o2 = np.empty_like(w_o)
+    for q in range(n_head):
+        cols = slice(q * d, (q + 1) * d)
+        w_o2[:, cols] = w_o[:, cols] @ r[q // g]
+    return w_v2, b_v2, w_o2
+
+
 def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v: np.ndarray,
                      clip_k: np.ndarray, clip_v: np.ndarray, sink_tokens: int, recent_tokens: int,
                      calib_data: str, calib_tokens: int, objective: str, force: bool = False,
-                     progress: bool = True) -> None:
+                     progress: bool = True, fold_v: bool = False) -> None:
     """Copy ``src`` to ``dst`` with the OSCAR tensors and metadata added.
 
     rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (llama.cpp layout); clip_k, clip_v:
     ``[L]``. Refuses to overwrite ``dst`` unless ``force``, refuses ``dst == src`` always,
     and refuses an input that already carries OSCAR tensors. Writes to ``dst.tmp`` and
-    renames, so a failed write leaves no half file.
+    renames, so a failed write leaves no half file. fold_v: fold R_V into attn_v/attn_output
+    (see the module docstring); refuses quantized attention weights.
     """
     import gguf
     from tqdm import tqdm
@@ -159,6 +213,27 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     if rot_k.shape != rot_v.shape or rot_k.shape[0] != n_layer or len(clip_k) != n_layer or len(clip_v) != n_layer:
         raise ValueError(f"rotations {rot_k.shape}/{rot_v.shape} and clips {len(clip_k)}/{len(clip_v)} "
                          f"do not match the model's {n_layer} layers")
+    folded: dict[str, np.ndarray] = {}  # tensor name -> new data (same type and shape)
+    if fold_v:
+        check_foldable(reader, src)
+        from gguf.quants import dequantize, quantize
+        by_name = {t.name: t for t in reader.tensors}
+        n_head = _scalar(reader, f"{arch}.attention.head_count")
+        n_head_kv = int(_field(reader, f"{arch}.attention.head_count_kv", n_head))
+        for i in range(n_layer):
+            names = [f"blk.{i}.attn_v.weight", f"blk.{i}.attn_output.weight"]
+            get = {n: np.asarray(dequantize(by_name[n].data, gguf.GGMLQuantizationType(by_name[n].tensor_type)), dtype=np.float32)
+                   for n in names}
+            bias = f"blk.{i}.attn_v.bias"
+            b_v = (np.asarray(dequantize(by_name[bias].data, gguf.GGMLQuantizationType(by_name[bias].tensor_type)),
+                              dtype=np.float32) if bias in by_name else None)
+            w_v2, b_v2, w_o2 = fold_v_rotation(get[names[0]], b_v, get[names[1]], rot_v[i], n_head, n_head_kv)
+            for n, w in ((names[0], w_v2), (names[1], w_o2), (bias, b_v2)):
+                if w is None:
+                    continue
+                t = by_name[n]
+                data = quantize(w, gguf.GGMLQuantizationType(t.tensor_type))
+                folded[n] = data.view(t.data.dtype).reshape(t.data.shape)
     tmp = dst.with_name(dst.name + ".tmp")
     writer = gguf.GGUFWriter(str(tmp), arch=arch, endianess=reader.endianess)
     align = reader.fields.get("general.alignment")
@@ -178,6 +253,8 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     writer.add_string("oscar.calibration.data", str(calib_data))
     writer.add_uint32("oscar.calibration.tokens", int(calib_tokens))
     writer.add_string("oscar.calibration.objective", str(objective))
+    if fold_v:
+        writer.add_bool("oscar.v_rotation_folded", True)
     total = 0
     for t in reader.tensors:
         total += t.n_bytes
@@ -185,6 +262,8 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     new = []
     for i in range(n_layer):
         for fmt, arr in ((ROT_K, rot_k[i]), (ROT_V, rot_v[i])):
+            if fold_v and fmt == ROT_V:
+                continue
             new.append(arr)
             total += arr.nbytes
             writer.add_tensor_info(fmt.format(i), arr.shape, arr.dtype, arr.nbytes, gguf.GGMLQuantizationType.F32)
@@ -194,7 +273,7 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
         writer.write_ti_data_to_file()
         with tqdm(desc="write", total=total, unit="B", unit_scale=True, disable=not progress) as bar:
             for t in reader.tensors:
-                writer.write_tensor_data(t.data, tensor_endianess=reader.endianess)
+                writer.write_tensor_data(folded.get(t.name, t.data), tensor_endianess=reader.endianess)
                 bar.update(t.n_bytes)
             for arr in new:
                 writer.write_tensor_data(arr)

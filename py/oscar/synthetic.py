@@ -59,7 +59,8 @@ def random_rotations(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
-def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0, oscar: bool = False) -> Path:
+def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0, oscar: bool = False,
+          fold_v: bool = False) -> Path:
     """Write a llama-architecture GGUF with geometry ``g`` and random weights.
 
     weight_type: ``f32``, ``f16``, ``q8_0`` or ``q4_0`` for the matrices (quantised with
@@ -70,7 +71,12 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     random orthogonal K and V rotation per layer, ``[D, D]``, clip ratios ``SYNTH_CLIP``
     and 64 sink / 256 recent tokens, so that speed is measured on the path a converted
     model takes (dense rotations and clipped cache writes) rather than upstream's Hadamard.
+    fold_v (with oscar): the model of ``oscar-convert --fold-v``: no V rotation tensors and
+    ``oscar.v_rotation_folded`` set. The random attn_v/attn_output matrices stand for the
+    folded ones (a random Gaussian matrix times a rotation is a random Gaussian matrix).
     """
+    if fold_v and not oscar:
+        raise ValueError("fold_v needs oscar (a folded V rotation is part of a converted model)")
     import gguf
 
     path = Path(path)
@@ -108,6 +114,8 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
         w.add_string("oscar.calibration.data", "none (synthetic model: random rotations)")
         w.add_uint32("oscar.calibration.tokens", 0)
         w.add_string("oscar.calibration.objective", "none")
+        if fold_v:
+            w.add_bool("oscar.v_rotation_folded", True)
         rots = random_rotations(2 * g.n_layer, g.head_dim, np.random.default_rng(seed + 1))
 
     qtype = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
@@ -144,7 +152,8 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
         add(p + "ffn_down.weight", matrix(g.n_embd, g.n_ff))
         if oscar:
             w.add_tensor(ROT_K.format(il), rots[2 * il])
-            w.add_tensor(ROT_V.format(il), rots[2 * il + 1])
+            if not fold_v:
+                w.add_tensor(ROT_V.format(il), rots[2 * il + 1])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     import importlib.util
@@ -173,7 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--oscar", action="store_true",
                     help="also embed random OSCAR rotations and clip ratios (as a converted model carries), "
                          "so that oscar2 runs the calibrated path instead of upstream's Hadamard rotation")
+    ap.add_argument("--fold-v", action="store_true",
+                    help="with --oscar: the V rotation folded into the weights, as oscar-convert --fold-v writes it "
+                         "(no V rotation at run time)")
     a = ap.parse_args(argv)
+    if a.fold_v and not a.oscar:
+        print("oscar-synth: error: --fold-v needs --oscar (a folded V rotation belongs to a converted model)", file=sys.stderr)
+        return 1
     out = Path(a.output)
     if out.exists():
         print(f"oscar-synth: error: {out} exists; remove it first or choose another -o", file=sys.stderr)
@@ -189,12 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         g = replace(g, n_ctx=a.ctx)
     t0 = time.time()
     try:
-        write(out, g, a.weights, a.seed, oscar=a.oscar)
+        write(out, g, a.weights, a.seed, oscar=a.oscar, fold_v=a.fold_v)
     except BaseException:
         out.unlink(missing_ok=True)  # never leave a truncated model behind
         raise
     print(f"oscar-synth: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
-          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
+          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
           f"in {time.time() - t0:.1f} s", file=sys.stderr)
     return 0
 
