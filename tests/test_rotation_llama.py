@@ -188,7 +188,7 @@ def test_rotation_invariance_f16(variant, f32_models, wiki_slice, f32_base):
 def folded_models(f32_models, tmp_path_factory) -> dict[str, Path]:
     """The float32 SmolLM2 converted by oscar.gguf_io with random rotations and R_V folded
     into attn_v/attn_output (--fold-v), per layer and per KV head."""
-    from oscar import gguf_io
+    from oscar import zoo
     d = tmp_path_factory.mktemp("oscar-fold")
     rng = np.random.default_rng(7)
     out = {}
@@ -197,9 +197,19 @@ def folded_models(f32_models, tmp_path_factory) -> dict[str, Path]:
         n = N_LAYER*(N_HEAD_KV if per_head else 1)
         shape = (N_LAYER, N_HEAD_KV, HEAD_DIM, HEAD_DIM) if per_head else (N_LAYER, HEAD_DIM, HEAD_DIM)
         rot_k, rot_v = (np.stack([random_rotation(rng, HEAD_DIM) for _ in range(n)]).reshape(shape) for _ in range(2))
+        # a rotation file without a fingerprint (random rotations fit any weights), through the CLI
+        rot_file = d / f"{kind}.npz"
+        zoo.Rotations(rot_k, rot_v, ones, ones, {"n_layer": N_LAYER, "head_dim": HEAD_DIM, "n_head_kv": N_HEAD_KV}).save(rot_file)
         out[kind] = d / f"{kind}-folded.gguf"
-        gguf_io.write_oscar_gguf(f32_models["base"], out[kind], rot_k, rot_v, ones, ones, 64, 256,
-                                 "random orthogonal (test)", 0, "test", progress=False, fold_v=True)
+        p = subprocess.run([str(paths.ROOT / ".venv" / "bin" / "oscar-convert"), str(f32_models["base"]), "--rotations",
+                            str(rot_file), "--fold-v", "-q", "-o", str(out[kind])], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert "V's folded into the weights" in p.stderr, p.stderr
+        import gguf
+        r = gguf.GGUFReader(out[kind])
+        assert bool(r.fields["oscar.v_rotation_folded"].contents()) is True
+        assert not any(t.name.endswith("attn_v_oscar_rot") for t in r.tensors)
+        assert sum(t.name.endswith("attn_k_oscar_rot") for t in r.tensors) == N_LAYER
     return out
 
 
