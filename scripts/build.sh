@@ -24,7 +24,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     cmake -S . -B "$BUILD" "${cmake_args[@]}" >"$BUILD.configure.log" 2>&1 \
         || { tail -30 "$BUILD.configure.log" >&2; echo "build: error: cmake configure failed (log: $BUILD.configure.log)" >&2; exit 1; }
 fi
-targets=(llama llama-server llama-cli llama-completion llama-perplexity llama-bench llama-batched-bench test-oscar2 test-oscar-clip)
+targets=(llama llama-server llama-cli llama-completion llama-perplexity llama-bench llama-batched-bench llama-quantize test-oscar2 test-oscar-clip)
 [ "${CUDA:-0}" = 1 ] && targets+=(test-backend-ops)
 echo "build: compiling ${targets[*]} with $JOBS jobs"
 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"

@@ -225,6 +225,26 @@ def test_folded_v_rotation_runs_exactly(kind, folded_models, wiki_slice, f32_bas
     assert abs(res.ppl / ref.ppl - 1) < 1e-3, (res.ppl, ref.ppl)
 
 
+def test_quantizing_a_folded_model_keeps_oscar(folded_models, tmp_path, wiki_slice):
+    """The README's pipeline, fold then quantize: llama-quantize leaves the K rotations in F32
+    and keeps the oscar.* metadata (the fold flag among them), and the quantized model runs
+    with its V rotation folded."""
+    import gguf
+    out = tmp_path / "q4_1.gguf"
+    p = subprocess.run([str(paths.tool("llama-quantize")), str(folded_models["per_layer"]), str(out), "Q4_1"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = gguf.GGUFReader(out)
+    types = {t.name: gguf.GGMLQuantizationType(t.tensor_type).name for t in r.tensors}
+    assert types["blk.0.attn_v.weight"] == "Q4_1"
+    assert [types[f"blk.{i}.attn_k_oscar_rot"] for i in range(N_LAYER)] == ["F32"] * N_LAYER
+    assert bool(r.fields["oscar.v_rotation_folded"].contents()) is True
+    assert len(r.fields["oscar.clip_v"].contents()) == N_LAYER
+    res = pp.run(out, wiki_slice, pp.KVConfig("oscar2", "oscar2"), ctx=CTX, chunks=1, extra=VERBOSE)
+    assert "V's folded into attn_v/attn_output" in oscar_line(res.log)
+    assert np.isfinite(res.ppl)
+
+
 def test_fold_orientation_matches_the_runtime_rotation():
     """The invariance above holds for any orthogonal matrix, so it cannot tell R_V from its
     transpose; this pins the fold to the convention llama.cpp applies a stored R_V with (and
