@@ -127,14 +127,19 @@ def model_shape(path: str | Path) -> ModelShape:
     return ModelShape(arch, n_layer, n_head, n_head_kv, head_dim, h.hexdigest()[:16])
 
 
-def tensor_f32(path: str | Path, name: str) -> np.ndarray:
-    """A tensor of a GGUF dequantised to float32, numpy shape (rows, ..., ne0)."""
+def _tensor_data_f32(t) -> np.ndarray:
+    """A reader tensor's data dequantised to float32, numpy shape (rows, ..., ne0)."""
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
+    return np.asarray(dequantize(t.data, GGMLQuantizationType(t.tensor_type)), dtype=np.float32)
+
+
+def tensor_f32(path: str | Path, name: str) -> np.ndarray:
+    """A tensor of a GGUF dequantised to float32, numpy shape (rows, ..., ne0)."""
     r = open_reader(path)
     for t in r.tensors:
         if t.name == name:
-            return np.asarray(dequantize(t.data, GGMLQuantizationType(t.tensor_type)), dtype=np.float32)
+            return _tensor_data_f32(t)
     raise KeyError(f"{path}: no tensor {name}")
 
 
@@ -216,18 +221,16 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     folded: dict[str, np.ndarray] = {}  # tensor name -> new data (same type and shape)
     if fold_v:
         check_foldable(reader, src)
-        from gguf.quants import dequantize, quantize
+        from gguf.quants import quantize
         by_name = {t.name: t for t in reader.tensors}
         n_head = _scalar(reader, f"{arch}.attention.head_count")
         n_head_kv = int(_field(reader, f"{arch}.attention.head_count_kv", n_head))
         for i in range(n_layer):
             names = [f"blk.{i}.attn_v.weight", f"blk.{i}.attn_output.weight"]
-            get = {n: np.asarray(dequantize(by_name[n].data, gguf.GGMLQuantizationType(by_name[n].tensor_type)), dtype=np.float32)
-                   for n in names}
             bias = f"blk.{i}.attn_v.bias"
-            b_v = (np.asarray(dequantize(by_name[bias].data, gguf.GGMLQuantizationType(by_name[bias].tensor_type)),
-                              dtype=np.float32) if bias in by_name else None)
-            w_v2, b_v2, w_o2 = fold_v_rotation(get[names[0]], b_v, get[names[1]], rot_v[i], n_head, n_head_kv)
+            b_v = _tensor_data_f32(by_name[bias]) if bias in by_name else None
+            w_v2, b_v2, w_o2 = fold_v_rotation(_tensor_data_f32(by_name[names[0]]), b_v, _tensor_data_f32(by_name[names[1]]),
+                                               rot_v[i], n_head, n_head_kv)
             for n, w in ((names[0], w_v2), (names[1], w_o2), (bias, b_v2)):
                 if w is None:
                     continue
