@@ -12,6 +12,9 @@
 #   bench    llama-bench decode/prefill against depth on a synthetic Qwen3-8B, and the
 #            oscar-bench report of those results (oscar-bench --from-jsonl)
 #   batched  llama-batched-bench, batch 1/8/32 decode
+#   diag     decode at depth 0 and $DIAG_DEPTH (default 65536) with the 16-bit windows as the
+#            model has them, smallest (sink 0, recent 1) and off, f16 beside; CUDA graphs on and
+#            off; graph splits
 #   split    the model split over the machine's GPUs (-sm layer) against one GPU: llama-bench
 #            and llama-perplexity (equal results), with the start-up line on where attention runs
 # Usage: scripts/device-cuda.sh build test ppl bench batched    (results under $OUT)
@@ -156,12 +159,21 @@ step_bench() {
 
 step_diag() {
     step_synth || return 1
-    log "diag: decode at depth 0 with and without CUDA graphs; graph splits"
+    local d=${DIAG_DEPTH:-65536}
+    log "diag: decode tok/s at depth 0 and $d (llama-bench -n 64 -r 2)"
+    tg() { # label, environment, arguments
+        local r
+        r=$(env $2 "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -p 0 -n 64 -r 2 -d 0,$d -o csv $3 2>/dev/null \
+            | tail -n +2 | awk -F, '{printf "%s ", $(NF-1)}' | tr -d '"')
+        printf "  %-34s %s\n" "$1" "$r"
+    }
+    tg "f16"                          ""                           "-ctk f16 -ctv f16"
+    tg "oscar2, the model's windows"  ""                           "-ctk oscar2 -ctv oscar2"
+    tg "oscar2, sink 0, recent 1"     ""                           "-ctk oscar2 -ctv oscar2 --kv-sink 0 --kv-recent 1"
+    tg "oscar2, no windows"           ""                           "-ctk oscar2 -ctv oscar2 --kv-sink 0 --kv-recent 0"
+    tg "f16, CUDA graphs off"         "GGML_CUDA_DISABLE_GRAPHS=1" "-ctk f16 -ctv f16"
+    tg "oscar2, CUDA graphs off"      "GGML_CUDA_DISABLE_GRAPHS=1" "-ctk oscar2 -ctv oscar2"
     for kv in f16 oscar2; do
-        for g in 0 1; do
-            GGML_CUDA_DISABLE_GRAPHS=$g "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -ctk $kv -ctv $kv -p 0 -n 32 -r 2 -o csv 2>/dev/null \
-                | tail -1 | awk -F, -v kv=$kv -v g=$g '{print "  " kv " graphs_disabled=" g " tg32 " $(NF-1)}'
-        done
         "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -ctk $kv -ctv $kv -p 0 -n 4 -r 1 -v 2>&1 | grep -E "graph splits|oscar2 KV|oscar:" | head -4
     done
 }
