@@ -68,10 +68,30 @@ int main(int argc, char ** argv) {
 
     struct ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, out);
-    if (ggml_graph_compute_with_ctx(ctx, gf, 3) != GGML_STATUS_SUCCESS) {
+    // an op that the plan gives every thread (as llama.cpp's graphs have their matmuls): the
+    // graph then runs on three threads, and so does the write, each thread with rows
+    ggml_build_forward_expand(gf, ggml_add(ctx, src, src));
+    // the work buffer the plan asks for, followed by a guard: the write must keep its scratch
+    // rows inside what its plan reserved
+    struct ggml_cplan plan = ggml_graph_plan(gf, 3, NULL);
+    const size_t n_guard = 1 << 16;
+    uint8_t * work = (uint8_t *) malloc(plan.work_size + n_guard);
+    memset(work + plan.work_size, 0xA5, n_guard);
+    plan.work_data = work;
+    if (ggml_graph_compute(gf, &plan) != GGML_STATUS_SUCCESS) {
         fprintf(stderr, "compute failed\n");
         return 1;
     }
+    size_t n_over = 0;
+    for (size_t i = 0; i < n_guard; i++) {
+        n_over = work[plan.work_size + i] != 0xA5 ? i + 1 : n_over;
+    }
+    if (n_over > 0) {
+        fprintf(stderr, "error: the cache write wrote up to %zu bytes past the %zu-byte work buffer its plan asked for\n",
+                n_over, plan.work_size);
+        return 1;
+    }
+    free(work);
 
     FILE * g = fopen(argv[2], "wb");
     const size_t rs = ggml_row_size(GGML_TYPE_OSCAR2, n_row);
