@@ -436,14 +436,28 @@ static void cmd_fa_windows(void) {
             struct ggml_tensor * tm = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, nkv, nq, 1, 1);
             struct ggml_tensor * kh = use_k ? ggml_new_tensor_4d(ctx, GGML_TYPE_F16, d, nslot, hkv, 1) : NULL;
             struct ggml_tensor * vh = use_v ? ggml_new_tensor_4d(ctx, GGML_TYPE_F16, d, nslot, hkv, 1) : NULL;
-            struct ggml_tensor * ti = ggml_new_tensor_4d(ctx, GGML_TYPE_I32, nkv, 2, 1, 1);
+            const int64_t n_info = ggml_flash_attn_ext_windows_n_info(nkv, nslot);
+            struct ggml_tensor * ti = ggml_new_tensor_4d(ctx, GGML_TYPE_I32, n_info, 4, 1, 1);
             struct ggml_tensor * tp = ggml_new_tensor_4d(ctx, GGML_TYPE_I32, nq, 1, 1, 1);
             memcpy(tq->data, q, ggml_nbytes(tq));
             // k/v are [d, nkv, hkv] in ggml order: element (e, c, h) at e + d*(c + nkv*h)
             if (use_k) quantize_oscar2_row(k, tk->data, nkv_el); else ggml_fp32_to_fp16_row(k, tk->data, nkv_el);
             if (use_v) quantize_oscar2_row(v, tv->data, nkv_el); else ggml_fp32_to_fp16_row(v, tv->data, nkv_el);
             ggml_fp32_to_fp16_row(mask, tm->data, (int64_t) nq*nkv);
-            memcpy(ti->data, info, 2*nkv*sizeof(int32_t));
+            {
+                // the op's form: the cells that have a slot, sorted by cell, found by groups
+                int32_t * e_cell = malloc(nkv*sizeof(int32_t));
+                int32_t * e_slot = malloc(nkv*sizeof(int32_t));
+                int32_t * e_pos  = malloc(nkv*sizeof(int32_t));
+                int n_ent = 0;
+                for (int c = nkv - 1; c >= 0; c--) { // in reverse: the helper sorts them
+                    if (info[c] < 0) continue;
+                    e_cell[n_ent] = c; e_slot[n_ent] = info[c]; e_pos[n_ent] = info[nkv + c];
+                    n_ent++;
+                }
+                ggml_flash_attn_ext_windows_info(ti->data, n_info, nkv, n_ent, e_cell, e_slot, e_pos);
+                free(e_cell); free(e_slot); free(e_pos);
+            }
             memcpy(tp->data, qpos, nq*sizeof(int32_t));
             // pool slots: f16 copies of the cells' original values
             for (int c = 0; c < nkv; c++) {
