@@ -549,6 +549,72 @@ static void cmd_fa_windows(void) {
     }
 }
 
+// --- windows-info: the op's table of the cells that have a pool slot ----------
+
+// ggml_flash_attn_ext_windows_info against a brute-force lookup: entries sorted by cell,
+// each group's range holding exactly its cells, every (cell, slot, position) kept
+static void cmd_windows_info(void) {
+    const int nkv_list[] = { 1, 31, 32, 33, 700, 4096 };
+    for (int ni = 0; ni < 6; ni++) {
+        const int nkv = nkv_list[ni];
+        for (int density = 0; density < 3; density++) { // no entry, a few, every cell
+            const int nslot = nkv + 5;
+            int32_t * slot_of = malloc(nkv*sizeof(int32_t)); // -1: no entry
+            int32_t * pos_of  = malloc(nkv*sizeof(int32_t));
+            int32_t * cell = malloc(nkv*sizeof(int32_t));
+            int32_t * slot = malloc(nkv*sizeof(int32_t));
+            int32_t * pos  = malloc(nkv*sizeof(int32_t));
+            int n_ent = 0;
+            for (int c = 0; c < nkv; c++) {
+                const int take = density == 2 || (density == 1 && rand_uniform() < 0.1);
+                slot_of[c] = take ? n_ent : -1;
+                pos_of[c]  = (int32_t) (rand_uniform()*100000);
+                if (take) n_ent++;
+            }
+            // the entries in a random order, with the slots shuffled among them
+            int e = 0;
+            for (int c = 0; c < nkv; c++) if (slot_of[c] >= 0) { cell[e] = c; e++; }
+            for (int i = n_ent - 1; i > 0; i--) {
+                const int j = (int)(rand_uniform()*(i + 1));
+                const int32_t t = cell[i]; cell[i] = cell[j]; cell[j] = t;
+            }
+            for (int i = 0; i < n_ent; i++) {
+                slot[i] = (int32_t) (n_ent - 1 - i); // distinct slots, in no relation to the cells
+                slot_of[cell[i]] = slot[i];
+                pos[i] = pos_of[cell[i]];
+            }
+            const int64_t n_info = ggml_flash_attn_ext_windows_n_info(nkv, nslot);
+            const int64_t n_grp  = (nkv + GGML_FA_WIN_GROUP - 1)/GGML_FA_WIN_GROUP;
+            int ok = n_info == (n_grp + 1 > nslot ? n_grp + 1 : nslot);
+            int32_t * info = malloc(4*n_info*sizeof(int32_t));
+            ggml_flash_attn_ext_windows_info(info, n_info, nkv, n_ent, cell, slot, pos);
+            const int32_t * grp = info, * ec = info + n_info, * es = info + 2*n_info, * ep = info + 3*n_info;
+            ok = ok && grp[0] == 0 && grp[n_grp] == n_ent;
+            for (int64_t g = 0; g < n_grp && ok; g++) {
+                ok = grp[g] <= grp[g + 1];
+                for (int32_t i = grp[g]; i < grp[g + 1] && ok; i++) {
+                    ok = ec[i] >= g*GGML_FA_WIN_GROUP && ec[i] < (g + 1)*GGML_FA_WIN_GROUP && (i == 0 || ec[i] > ec[i - 1]);
+                }
+            }
+            // every cell found through its group exactly when it has an entry, with its slot and position
+            int n_found = 0;
+            for (int c = 0; c < nkv && ok; c++) {
+                const int g = c/GGML_FA_WIN_GROUP;
+                int found = -1;
+                for (int32_t i = grp[g]; i < grp[g + 1]; i++) if (ec[i] == c) found = i;
+                ok = (found >= 0) == (slot_of[c] >= 0) && (found < 0 || (es[found] == slot_of[c] && ep[found] == pos_of[c]));
+                n_found += found >= 0;
+            }
+            ok = ok && n_found == n_ent;
+            char what[96];
+            snprintf(what, sizeof(what), "windows-info n_kv=%d entries=%d", nkv, n_ent);
+            check(ok, what);
+            printf("%s\n", what);
+            free(slot_of); free(pos_of); free(cell); free(slot); free(pos); free(info);
+        }
+    }
+}
+
 int main(int argc, char ** argv) {
     if (argc >= 2 && strcmp(argv[1], "quant") == 0) {
         if (argc != 4) { fprintf(stderr, "usage: %s quant IN.f32 OUT.bin\n", argv[0]); return 2; }
@@ -556,8 +622,9 @@ int main(int argc, char ** argv) {
     }
     const char * what = argc >= 2 ? argv[1] : "all";
     const int all = strcmp(what, "all") == 0;
-    if (!all && strcmp(what, "dot") && strcmp(what, "mad") && strcmp(what, "fa") && strcmp(what, "fa-windows")) {
-        fprintf(stderr, "usage: %s [quant IN OUT | dot | mad | fa | fa-windows | all]\n", argv[0]);
+    if (!all && strcmp(what, "dot") && strcmp(what, "mad") && strcmp(what, "fa") && strcmp(what, "fa-windows") &&
+            strcmp(what, "windows-info")) {
+        fprintf(stderr, "usage: %s [quant IN OUT | dot | mad | fa | fa-windows | windows-info | all]\n", argv[0]);
         return 2;
     }
     ggml_cpu_init();
@@ -565,6 +632,7 @@ int main(int argc, char ** argv) {
     if (all || !strcmp(what, "mad")) cmd_mad();
     if (all || !strcmp(what, "fa"))  cmd_fa();
     if (all || !strcmp(what, "fa-windows")) cmd_fa_windows();
+    if (all || !strcmp(what, "windows-info")) cmd_windows_info();
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail == 0 ? 0 : 1;
 }
