@@ -19,7 +19,9 @@
 #            and llama-perplexity (equal results), with the start-up line on where attention runs
 # Usage: scripts/device-cuda.sh build test ppl bench batched    (results under $OUT)
 # Environment: SRC_TAR (default .device/llama-src.tar.xz); BIN_TAR, a tarball of a bin/
-# directory built elsewhere for this machine (build then only unpacks it); CUDA_ARCH;
+# directory built elsewhere for this machine (build then only unpacks it); BIN_PATCH, with
+# BIN_TAR: another build's bin/ as a zstd --patch-from of BIN_TAR's uncompressed tar (a few MB
+# where a whole tarball is 43; zstd from PATH, else zbin/zstd beside the patch); CUDA_ARCH;
 # DEPTHS, TYPES, REPS, WEIGHTS (q8_0 or q4_0), SYNTH for bench; SYNTH_OSCAR=1 gives the synthetic
 # model random OSCAR rotations and clip ratios (the path of a converted model; without them
 # oscar2 takes upstream's Hadamard rotation), SYNTH_OSCAR=2 the same with the V rotation folded
@@ -66,6 +68,15 @@ step_build() {
     if [ -n "${BIN_TAR:-}" ]; then
         log "build: unpacking $BIN_TAR"
         mkdir -p "$BIN" && tar -xJf "$BIN_TAR" -C "$BIN" || return 1
+        if [ -n "${BIN_PATCH:-}" ]; then
+            log "build: replacing it with $BIN_PATCH"
+            local zstd=(zstd)
+            command -v zstd >/dev/null || zstd=(env LD_LIBRARY_PATH="$(dirname "$BIN_PATCH")/zbin" "$(dirname "$BIN_PATCH")/zbin/zstd")
+            xz -dc "$BIN_TAR" > "$BLD/base.tar" &&
+                "${zstd[@]}" -q -d -f --long=28 --patch-from="$BLD/base.tar" "$BIN_PATCH" -o "$BLD/bin.tar" &&
+                rm -rf "$BIN" && mkdir -p "$BIN" && tar -xf "$BLD/bin.tar" -C "$BIN" || return 1
+            rm -f "$BLD/base.tar" "$BLD/bin.tar"
+        fi
         "$BIN/test-backend-ops" -l 2>&1 | head -3
         return 0
     fi
