@@ -7,8 +7,11 @@ Input: the CSV of
         llama-bench -m MODEL -ngl 99 -fa 1 -ctk T -ctv T -p 0 -n 2 -r 1
 (one warm-up token and two timed ones; .csv or .csv.xz). The last half of the kernels is
 taken, the number of tokens in it counted by the attention kernels (one per layer), and
-each kernel's time divided by tokens and layers.
-usage: scripts/ncu-kernel-table.py [--layers 36] K.csv[.xz] ...
+each kernel's time divided by tokens and layers. With --skip-first-token (for runs whose
+first kernels are a prompt's, e.g. llama-bench -d DEPTH -n 3 --no-warmup) the kernels taken
+are those from after the first token's last attention kernel to the last attention kernel:
+whole decoded tokens only, each period holding one token's kernels.
+usage: scripts/ncu-kernel-table.py [--layers 36] [--skip-first-token] K.csv[.xz] ...
 """
 from __future__ import annotations
 
@@ -38,15 +41,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("csv", nargs="+")
     ap.add_argument("--layers", type=int, default=36)
     ap.add_argument("--top", type=int, default=14)
+    ap.add_argument("--skip-first-token", action="store_true",
+                    help="take whole tokens after the first decoded one (the run starts with a prompt)")
     a = ap.parse_args(argv)
     for path in a.csv:
         ks = read_kernels(path)
-        tail = ks[len(ks) // 2:]
-        n_attn = sum(1 for k, _ in tail if any(s in k for s in ATTN))
-        if n_attn == 0:
-            print(f"{path}: no attention kernel found", file=sys.stderr)
-            return 1
-        tokens = n_attn / a.layers
+        if a.skip_first_token:
+            # decode attention kernels only (a prompt's oscar2 batches take the f16 expansion)
+            marks = [i for i, (k, _) in enumerate(ks) if "oscar2_fa_partial" in k or "flash_attn_ext_vec" in k]
+            if len(marks) < 2*a.layers:
+                print(f"{path}: fewer than two decoded tokens", file=sys.stderr)
+                return 1
+            tail = ks[marks[a.layers - 1] + 1: marks[-1] + 1]
+            tokens = (len(marks) - a.layers) / a.layers
+        else:
+            tail = ks[len(ks) // 2:]
+            n_attn = sum(1 for k, _ in tail if any(s in k for s in ATTN))
+            if n_attn == 0:
+                print(f"{path}: no attention kernel found", file=sys.stderr)
+                return 1
+            tokens = n_attn / a.layers
         per = collections.defaultdict(lambda: [0, 0.0])
         for k, t in tail:
             name = k.split("(")[0].replace("void ", "")[:64]
