@@ -23,6 +23,7 @@ import lzma
 import sys
 
 ATTN = ("flash_attn_ext_vec", "oscar2_fa_partial", "flash_attn_ext_f16", "flash_attn_tile")
+DECODE_ATTN = ("flash_attn_ext_vec", "oscar2_fa_partial")  # one-token attention (a prompt's takes the others)
 
 
 def read_kernels(path: str) -> list[tuple[str, float]]:
@@ -47,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in a.csv:
         ks = read_kernels(path)
         if a.skip_first_token:
-            # decode attention kernels only (a prompt's oscar2 batches take the f16 expansion)
-            marks = [i for i, (k, _) in enumerate(ks) if "oscar2_fa_partial" in k or "flash_attn_ext_vec" in k]
+            marks = [i for i, (k, _) in enumerate(ks) if any(s in k for s in DECODE_ATTN)]
             if len(marks) < 2*a.layers:
                 print(f"{path}: fewer than two decoded tokens", file=sys.stderr)
                 return 1
