@@ -19,8 +19,17 @@ scripts/fetch-llama.sh
 
 cmake_args=(-DCMAKE_BUILD_TYPE=Release)
 [ "${CUDA:-0}" = 1 ] && cmake_args+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-75;80;86;89;90}" -DLLAMA_BUILD_TESTS=ON)
+# upstream's AMX matrix products (chosen by -march=native on Sapphire Rapids and later) die with
+# SIGILL on the Firecracker VMs we build and test on (a tilezero in a worker thread, after its tile
+# configuration was lost); without AMX the same CPUs take the AVX512-VNNI kernels. OSCAR_AMX=1 keeps it
+cflags=""
+if [ "${OSCAR_AMX:-0}" != 1 ] && [ "$(uname -m)" = x86_64 ] && grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+    cflags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+fi
+cmake_args+=("-DCMAKE_C_FLAGS=$cflags" "-DCMAKE_CXX_FLAGS=$cflags")
 [ -n "${CMAKE_EXTRA:-}" ] && cmake_args+=(${CMAKE_EXTRA})
-if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+# configure a new build directory, and again when the AMX choice changed (an older build/)
+if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -qx "CMAKE_C_FLAGS:STRING=$cflags" "$BUILD/CMakeCache.txt"; then
     cmake -S . -B "$BUILD" "${cmake_args[@]}" >"$BUILD.configure.log" 2>&1 \
         || { tail -30 "$BUILD.configure.log" >&2; echo "build: error: cmake configure failed (log: $BUILD.configure.log)" >&2; exit 1; }
 fi
