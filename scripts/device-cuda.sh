@@ -17,6 +17,9 @@
 #            off; graph splits
 #   split    the model split over the machine's GPUs (-sm layer) against one GPU: llama-bench
 #            and llama-perplexity (equal results), with the start-up line on where attention runs
+#   run      (alone, first) run PROGRAM [ARGS...] from $BIN with the right LD_LIBRARY_PATH:
+#            CUDA_BUILD_DIR=/tmp/new scripts/device-cuda.sh run llama-bench -m ... (for call scripts
+#            that time several builds side by side)
 # Usage: scripts/device-cuda.sh build test ppl bench batched    (results under $OUT)
 # Environment: SRC_TAR (default .device/llama-src.tar.xz); BIN_TAR, a tarball of a bin/
 # directory built elsewhere for this machine (build then only unpacks it); BIN_PATCH, with
@@ -216,6 +219,17 @@ step_batched() {
         grep -E "^\|\s+[0-9]" "$OUT/batched-$kv.log"
     done
 }
+
+# run PROGRAM [ARGS...]: a program of $BIN with this build's libraries and the machine's CUDA
+# libraries first in LD_LIBRARY_PATH (what the call scripts of stops 13-16 set up by hand)
+if [ "${1:-}" = run ]; then
+    shift
+    [ $# -gt 0 ] || { echo "usage: CUDA_BUILD_DIR=DIR $0 run PROGRAM [ARGS...]" >&2; exit 2; }
+    prog=$1
+    shift
+    [ -x "$BIN/$prog" ] || { echo "device-cuda: error: no $prog in $BIN (unpack or build it first: CUDA_BUILD_DIR=$BLD $0 build)" >&2; exit 1; }
+    exec "$BIN/$prog" "$@"
+fi
 
 [ $# -gt 0 ] || set -- build test ppl
 for step in "$@"; do
