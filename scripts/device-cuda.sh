@@ -5,7 +5,7 @@
 # llama.cpp source into .device/llama-src.tar.xz; .device/ also holds the evaluation
 # text (wiki.test.raw) and a converted SmolLM2 (smollm2-oscar-zoo.gguf). Steps:
 #   build    CUDA build (sm_$CUDA_ARCH, default 90) of test-backend-ops and the tools
-#   test     test-backend-ops, CUDA against the CPU, for every oscar2 case
+#   test     test-backend-ops, CUDA against the CPU, for every oscar2 case and the rotations
 #   ppl      llama-perplexity of SmolLM2 + OSCAR on the GPU and on the CPU (same binary)
 #   perf     test-backend-ops perf: the attention op alone at depth (f16, q8_0, q4_0, oscar2)
 #            and the cache write (SET_ROWS)
@@ -101,6 +101,9 @@ step_test() {
         "$BIN/test-backend-ops" test -b CUDA0 -o "$op" -p "oscar2" > "$OUT/test-$op.log" 2>&1 || rc=1
         grep -E "tests passed|FAIL" "$OUT/test-$op.log" | head -20
     done
+    # the one-kernel rotations of patch 0018 and their grouped launches (patch 0023)
+    "$BIN/test-backend-ops" test -b CUDA0 -o MUL_MAT_ROTATION > "$OUT/test-MUL_MAT_ROTATION.log" 2>&1 || rc=1
+    grep -E "tests passed|FAIL" "$OUT/test-MUL_MAT_ROTATION.log" | head -5
     # the upstream f16/q8_0 attention cases still pass beside ours
     "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p "hsk=128,hsv=128,nh=4,nr23=\[4,1\].*type_K=(f16|q8_0),type_V=(f16|q8_0)" > "$OUT/test-fa-upstream.log" 2>&1 || rc=1
     grep -E "tests passed|FAIL" "$OUT/test-fa-upstream.log" | head -5
