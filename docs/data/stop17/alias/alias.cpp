@@ -21,7 +21,10 @@ static bool cb(ggml_tensor * t, bool ask, void *) {
         while (m && m->op != GGML_OP_MUL_MAT && m->view_src) m = m->src[0];
         int il_ = -1; char c_ = 0;
         if (sscanf(t->name, "%ccur_oscar-%d", &c_, &il_) == 2 && !strchr(t->name, ' ') && m && m->op == GGML_OP_MUL_MAT) {
-            recs.push_back({t->name, (const char *) m->data, ggml_nbytes(m), (const char *) m->src[1]->data, ggml_nbytes(m->src[1]), seq++});
+            const ggml_tensor * x = m->src[1];
+            const ggml_tensor * xs = x->view_src ? x->view_src : x;
+            if (getenv("ALIAS_PREROPE") && xs->op == GGML_OP_ROPE) x = xs->src[0]; // the rows before a RoPE folded into the rotation
+            recs.push_back({t->name, (const char *) m->data, ggml_nbytes(m), (const char *) x->data, ggml_nbytes(x), seq++});
         }
         return false;
     }
@@ -45,6 +48,7 @@ int main(int argc, char ** argv) {
     if (llama_decode(ctx, b)) { fprintf(stderr, "decode failed\n"); return 1; }
     int n_ov = 0, n_rec = (int) recs.size();
     for (size_t i = 0; i < recs.size(); ++i) {
+        { const rec & a = recs[i]; if (a.y0 < a.x0 + a.nx && a.x0 < a.y0 + a.ny) { ++n_ov; if (n_ov <= 6) printf("%s: output over its own input\n", a.name.c_str()); } }
         for (size_t j = i + 1; j < recs.size() && j < i + 3; ++j) {
             if (recs[i].name.substr(recs[i].name.find('-')) != recs[j].name.substr(recs[j].name.find('-'))) continue; // same layer
             const rec & a = recs[i], & c = recs[j];
