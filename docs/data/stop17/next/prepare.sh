@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Stop 17's pending diffs, ready for one device call (run.sh beside this): the series' source
+# tarball and, for each diff in turn, a tarball of the files it changes (applied on top of the
+# previous one), all under .dB/ (git-ignored here through .git/info/exclude).
+#   docs/data/stop17/next/prepare.sh            (from the repository root, llama.cpp/ clean)
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../../../.." && pwd)
+cd "$ROOT"
+N=docs/data/stop17/next
+[ -z "$(git -C llama.cpp status --short)" ] || { echo "prepare: llama.cpp/ has changes; commit or stash them first" >&2; exit 1; }
+mkdir -p .dB
+grep -qx '.dB/' .git/info/exclude 2>/dev/null || echo '.dB/' >> .git/info/exclude
+bash scripts/device-pack.sh llama.cpp .dB/src-series.tar.xz
+cd llama.cpp
+for d in rot-group-sync rope-rot; do
+    git apply "../$N/$d.diff"
+    tar -cf "../.dB/$d-files.tar" $(git status --short | awk '{print $2}')
+    echo "prepare: .dB/$d-files.tar ($(git status --short | wc -l) files, with the diffs before it)"
+done
+git checkout -q .
+cd ..
+[ -d .dB/zbin ] || echo "prepare: note: no .dB/zbin (zstd for the GPU machine); run.sh does not need it"
+[ -f .dB/wiki.test.raw ] || cp "$ROOT/../shared/data/wikitext-2-raw/wiki.test.raw" .dB/
