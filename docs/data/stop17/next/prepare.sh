@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stop 17's pending diffs, ready for one device call (run.sh beside this): the series' source
-# tarball and, for each diff in turn, a tarball of the files it changes (applied on top of the
-# previous one), all under .dB/ (git-ignored here through .git/info/exclude).
+# tarball and, for each diff in turn, a tarball of the files it changes (as they are with it
+# and the diffs before it applied), all under .dB/ (git-ignored here through .git/info/exclude).
 #   docs/data/stop17/next/prepare.sh            (from the repository root, llama.cpp/ clean)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../../../.." && pwd)
@@ -12,10 +12,11 @@ mkdir -p .dB
 grep -qx '.dB/' .git/info/exclude 2>/dev/null || echo '.dB/' >> .git/info/exclude
 bash scripts/device-pack.sh llama.cpp .dB/src-series.tar.xz
 cd llama.cpp
-for d in rot-group-sync rope-rot; do
+for d in rot-group-sync rope-rot q-early; do
     git apply "../$N/$d.diff"
-    tar -cf "../.dB/$d-files.tar" $(git status --short | awk '{print $2}')
-    echo "prepare: .dB/$d-files.tar ($(git status --short | wc -l) files, with the diffs before it)"
+    files=$(grep '^+++ b/' "../$N/$d.diff" | sed 's#^+++ b/##')
+    tar -cf "../.dB/$d-files.tar" $files
+    echo "prepare: .dB/$d-files.tar:" $files
 done
 git checkout -q .
 cd ..

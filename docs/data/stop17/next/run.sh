@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One device call for stop 17's pending diffs (after prepare.sh; carry .dB): the series built on
-# the GPU machine, then rot-group-sync and rope-rot as incremental rebuilds; test-backend-ops on
-# each (MUL_MAT_ROTATION also with GGML_CUDA_ROT_SYNC=1: every group through the barrier
-# kernel); ncu kernel tables at depth 0; decode at depth 0 / 64k side by side.
-#   run (device tool): bash docs/data/stop17/next/run.sh          (about 9 minutes)
+# the GPU machine, then rot-group-sync, rope-rot and q-early as incremental rebuilds, each on
+# the one before; test-backend-ops on each (MUL_MAT_ROTATION also with GGML_CUDA_ROT_SYNC=1:
+# every group through the barrier kernel); the attention op (rope-rot against q-early); ncu
+# kernel tables at depth 0; decode at depth 0 / 64k side by side.
+#   run (device tool): bash docs/data/stop17/next/run.sh   (about 10 minutes: trim it if the call is shorter)
 export PYTHONUNBUFFERED=1 WEIGHTS=q4_0 SYNTH_OSCAR=1 SRC_TAR=.dB/src-series.tar.xz
 S=scripts/device-cuda.sh
 RET=$OUT
@@ -21,13 +22,17 @@ date +%T
 CUDA_BUILD_DIR=/tmp/b timeout 330 bash $S build || { tail -30 $OUT/build.log; exit 1; }
 mkdir -p /tmp/v-series && cp -a /tmp/b/bin /tmp/v-series/
 tests series
-for v in rot-group-sync rope-rot; do
+for v in rot-group-sync rope-rot q-early; do
   tar -m -xf .dB/$v-files.tar -C build-cuda-src
   cmake --build /tmp/b -j16 --target $targets > $OUT/b-$v.log 2>&1 || { grep -m 10 -A 5 error $OUT/b-$v.log; exit 1; }
   mkdir -p /tmp/v-$v && cp -a /tmp/b/bin /tmp/v-$v/
   date +%T; tests $v
 done
 tar -C /tmp/tl -cJf $RET/test-logs.tar.xz .
+for v in rope-rot q-early rope-rot q-early; do
+  LD_LIBRARY_PATH=/tmp/v-$v/bin:$CUDART timeout 40 /tmp/v-$v/bin/test-backend-ops perf -b CUDA0 -o FLASH_ATTN_EXT -p "hs=128,nh=8,gqa=4,kv=(512|65536),nb=1,ns=1," > $OUT/perf-$v.log 2>&1
+  echo "== perf $v"; grep -E '^ *FLASH_ATTN_EXT' $OUT/perf-$v.log | sed -E 's/\x1b\[[0-9;]*m//g; s/,(type_K|type_V|nb|ns|hs|nh|gqa|hot_V)=[^,)]*//g; s/ +/ /g' | cut -c1-110
+done
 CUDA_BUILD_DIR=/tmp/v-series timeout 60 bash $S synth | grep -v Writing | tail -1
 SYN=/tmp/qwen3-8b-geometry-q4_0-oscar.gguf
 for v in series rot-group-sync rope-rot; do
@@ -42,7 +47,7 @@ bench() { # build, tag, cache type
     | tail -n +2 | awk -F, -v t=$2 '{print "  " t, $(NF-1)}' | tr -d '"' | tee -a /tmp/m/bench.txt
 }
 bench series f16 f16
-for r in 1 2; do for v in series rot-group-sync rope-rot; do bench $v $v oscar2; done; done
+for r in 1 2; do for v in series rot-group-sync rope-rot q-early; do bench $v $v oscar2; done; done
 tar -C /tmp/m -cf $RET/misc.tar .
 date +%T
 } 2>&1 | tee $RET/run-printed.txt
