@@ -12,7 +12,7 @@ mkdir -p .dB
 grep -qx '.dB/' .git/info/exclude 2>/dev/null || echo '.dB/' >> .git/info/exclude
 bash scripts/device-pack.sh llama.cpp .dB/src-series.tar.xz
 cd llama.cpp
-for d in rot-group-sync rope-rot q-early; do
+for d in rot-group-sync rope-rot q-early v-skip; do
     git apply "../$N/$d.diff"
     files=$(grep '^+++ b/' "../$N/$d.diff" | sed 's#^+++ b/##')
     tar -cf "../.dB/$d-files.tar" $files
@@ -20,5 +20,8 @@ for d in rot-group-sync rope-rot q-early; do
 done
 git checkout -q .
 cd ..
-[ -d .dB/zbin ] || echo "prepare: note: no .dB/zbin (zstd for the GPU machine); run.sh does not need it"
+if [ ! -x .dB/zbin/zstd ]; then # zstd for the GPU machine, which may lack it (the bin/ patches)
+    mkdir -p .dB/zbin && cp /usr/bin/zstd .dB/zbin/ &&
+        ldd /usr/bin/zstd | awk '/=> \// {print $3}' | grep -v -E 'libc\.so|libm\.so|ld-linux' | xargs -r cp -t .dB/zbin/
+fi
 [ -f .dB/wiki.test.raw ] || cp "$ROOT/../shared/data/wikitext-2-raw/wiki.test.raw" .dB/
