@@ -12,12 +12,11 @@ RET=$OUT
 export OUT=/tmp/res; mkdir -p $OUT /tmp/m
 Z=$PWD/.dB/zbin
 zst() { if command -v zstd >/dev/null; then zstd "$@"; else LD_LIBRARY_PATH=$Z $Z/zstd "$@"; fi; }
-CUDART=$(dirname $(find /usr/local /opt /usr/lib -name libcudart.so.13 2>/dev/null | head -1))
 targets="test-backend-ops llama-bench llama-perplexity llama-batched-bench"
 variants="rot-group-sync rope-rot q-early v-skip"
 tests() { # variant
   CUDA_BUILD_DIR=/tmp/v-$1 timeout 90 bash $S test 2>&1 | sed "s/^/  $1 /"
-  GGML_CUDA_ROT_SYNC=1 LD_LIBRARY_PATH=/tmp/v-$1/bin:$CUDART timeout 60 /tmp/v-$1/bin/test-backend-ops test -b CUDA0 -o MUL_MAT_ROTATION \
+  GGML_CUDA_ROT_SYNC=1 CUDA_BUILD_DIR=/tmp/v-$1 timeout 60 bash $S run test-backend-ops test -b CUDA0 -o MUL_MAT_ROTATION \
     > $OUT/test-rot-sync.log 2>&1; grep -E "tests passed|FAIL" $OUT/test-rot-sync.log | head -5 | sed "s/^/  $1 ROT_SYNC=1 /"
   mkdir -p /tmp/m/tests/$1 && cp $OUT/test-*.log /tmp/m/tests/$1/
 }
