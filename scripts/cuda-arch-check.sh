@@ -10,7 +10,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BLD=${1:-build-cuda-local}
 case "$BLD" in /*) ;; *) BLD=$ROOT/$BLD ;; esac
 ARCHS=${CUDA_ARCH:-75;80;86;89;90}
-FILES="fattn-oscar2.cu set-rows.cu cpy.cu rot.cu fattn.cu"
+FILES=${FILES:-"fattn-oscar2.cu set-rows.cu cpy.cu rot.cu fattn.cu"}
 [ -f "$BLD/compile_commands.json" ] || { echo "cuda-arch-check: error: $BLD/compile_commands.json not found: configure a CUDA build there first (scripts/build-cuda-nogpu.sh)" >&2; exit 1; }
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0
