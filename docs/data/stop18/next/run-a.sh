@@ -1,0 +1,35 @@
+# Next stop, call A of two (after prepare.sh; carry [".dP1"]): part 1 of the model to /tmp/sp; the
+# series built from its source tarball and tested; the oscar2 attention cases with each passing
+# case's error printed (GGML_TEST_PRINT_ERR=1), summarised by path; then pdl.diff and rope-once.diff
+# as incremental rebuilds (each on the one before) into /tmp/v-pdl and /tmp/v-rope-once, tested
+# (MUL_MAT_ROTATION also with GGML_CUDA_ROT_SYNC=1). About 8 minutes.
+#   run (device tool, carry [".dP1"]): bash docs/data/stop18/next/run-a.sh
+S=scripts/device-cuda.sh
+RET=$OUT
+export OUT=/tmp/res; mkdir -p $OUT /tmp/m /tmp/sp
+cp .dP1/part.* .dP1/sha256 /tmp/sp/
+tests() { # variant
+  CUDA_BUILD_DIR=/tmp/v-$1 timeout 90 bash $S test 2>&1 | sed "s/^/  $1 /"
+  GGML_CUDA_ROT_SYNC=1 CUDA_BUILD_DIR=/tmp/v-$1 timeout 60 bash $S run test-backend-ops test -b CUDA0 -o MUL_MAT_ROTATION \
+    > $OUT/test-rot-sync.log 2>&1; grep -E "tests passed|FAIL" $OUT/test-rot-sync.log | head -5 | sed "s/^/  $1 ROT_SYNC=1 /"
+  mkdir -p /tmp/m/tests/$1 && cp $OUT/test-*.log /tmp/m/tests/$1/
+}
+{
+date +%T
+SRC_TAR=.dP1/llama-src.tar.xz CUDA_BUILD_DIR=/tmp/b timeout 330 bash $S build || { tail -30 $OUT/build.log; exit 1; }
+mkdir -p /tmp/v-series && cp -a /tmp/b/bin /tmp/v-series/
+tests series
+GGML_TEST_PRINT_ERR=1 CUDA_BUILD_DIR=/tmp/v-series timeout 120 bash $S run test-backend-ops test -b CUDA0 \
+    -o FLASH_ATTN_EXT -p oscar2 > /tmp/m/fa-err.log 2>&1
+python3 docs/data/stop18/next/fa-err-summary.py /tmp/m/fa-err.log
+for v in pdl rope-once; do
+  tar -m -xf .dP1/$v-files.tar -C build-cuda-src
+  cmake --build /tmp/b -j16 --target test-backend-ops llama-bench llama-perplexity llama-batched-bench > $OUT/b-$v.log 2>&1 \
+    || { grep -m 10 -A 5 error $OUT/b-$v.log; exit 1; }
+  mkdir -p /tmp/v-$v && cp -a /tmp/b/bin /tmp/v-$v/
+  date +%T; tests $v
+done
+xz -T4 /tmp/m/fa-err.log
+tar -C /tmp/m -cJf $RET/tests.tar.xz .
+date +%T
+} 2>&1 | tee $RET/run-a-printed.txt
