@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stop 18's next calls, packed (docs/cuda-notes.md, "Next (stop 18)"): into .dP1/ the series'
-# source tarball, part 1 of the converted SmolLM2 and, for pdl.diff then rope-once.diff, a tar of
+# source tarball, part 1 of the converted SmolLM2 and, for pdl.diff, rope-once.diff, rot-cluster.diff, a tar of
 # the files each changes (as they are with it and the one before applied); into .dP2/ part 2 and
 # the evaluation text. Then run-a.sh (carry .dP1) and run-b.sh (carry .dP2), back to back.
 #   docs/data/stop18/next/prepare.sh         (from the repository root; llama.cpp/ clean;
@@ -15,7 +15,7 @@ M=models/smollm2-oscar-zoo.gguf
 PART_MB=47 bash scripts/device-split.sh $M
 bash scripts/device-pack.sh llama.cpp .dP1/llama-src.tar.xz
 cd llama.cpp
-for d in pdl rope-once; do
+for d in pdl rope-once rot-cluster; do
     git apply "../$N/$d.diff"
     files=$(grep '^+++ b/' "../$N/$d.diff" | sed 's#^+++ b/##')
     tar -cf "../.dP1/$d-files.tar" $files

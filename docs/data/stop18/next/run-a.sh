@@ -1,8 +1,9 @@
 # Next stop, call A of two (after prepare.sh; carry [".dP1"]): part 1 of the model to /tmp/sp; the
 # series built from its source tarball and tested; the oscar2 attention cases with each passing
-# case's error printed (GGML_TEST_PRINT_ERR=1), summarised by path; then pdl.diff and rope-once.diff
-# as incremental rebuilds (each on the one before) into /tmp/v-pdl and /tmp/v-rope-once, tested
-# (MUL_MAT_ROTATION also with GGML_CUDA_ROT_SYNC=1). About 8 minutes.
+# case's error printed (GGML_TEST_PRINT_ERR=1), summarised by path; then pdl.diff, rope-once.diff and
+# rot-cluster.diff as incremental rebuilds (each on the one before) into /tmp/v-<name>, tested
+# (MUL_MAT_ROTATION also with GGML_CUDA_ROT_SYNC=1; for rot-cluster also with the cooperative
+# kernel, GGML_CUDA_ROT_CLUSTER=0, and with every rotation a cluster, =2). About 9 minutes.
 #   run (device tool, carry [".dP1"]): bash docs/data/stop18/next/run-a.sh
 S=scripts/device-cuda.sh
 RET=$OUT
@@ -22,12 +23,16 @@ tests series
 GGML_TEST_PRINT_ERR=1 CUDA_BUILD_DIR=/tmp/v-series timeout 120 bash $S run test-backend-ops test -b CUDA0 \
     -o FLASH_ATTN_EXT -p oscar2 > /tmp/m/fa-err.log 2>&1
 python3 docs/data/stop18/next/fa-err-summary.py /tmp/m/fa-err.log
-for v in pdl rope-once; do
+for v in pdl rope-once rot-cluster; do
   tar -m -xf .dP1/$v-files.tar -C build-cuda-src
   cmake --build /tmp/b -j16 --target test-backend-ops llama-bench llama-perplexity llama-batched-bench > $OUT/b-$v.log 2>&1 \
     || { grep -m 10 -A 5 error $OUT/b-$v.log; exit 1; }
   mkdir -p /tmp/v-$v && cp -a /tmp/b/bin /tmp/v-$v/
   date +%T; tests $v
+done
+for e in "GGML_CUDA_ROT_SYNC=1 GGML_CUDA_ROT_CLUSTER=0" "GGML_CUDA_ROT_CLUSTER=2"; do
+  env $e CUDA_BUILD_DIR=/tmp/v-rot-cluster timeout 60 bash $S run test-backend-ops test -b CUDA0 -o MUL_MAT_ROTATION > $OUT/t.log 2>&1
+  grep -E "tests passed|FAIL" $OUT/t.log | head -5 | sed "s/^/  rot-cluster $e /"
 done
 xz -T4 /tmp/m/fa-err.log
 tar -C /tmp/m -cJf $RET/tests.tar.xz .

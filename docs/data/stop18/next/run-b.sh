@@ -6,14 +6,15 @@
 # oscar2 against f16 on each backend (the KLD that the 2-bit cache costs, GPU and CPU).
 # ctx 1024, 16 chunks of WikiText-2 test (stop 18: oscar2 GPU/CPU +1.28 % with 4-token
 # batches, f16 +0.71 %). Then decode at depth 0 / 64k side by side: f16, the series, + pdl.diff,
-# + rope-once.diff (two rounds), and the kernel table at depth 0 of the last. About 8 minutes.
+# + rope-once.diff, + rot-cluster.diff (two rounds), and kernel tables at depth 0 of the last
+# two, and of rot-cluster with GGML_CUDA_ROT_CLUSTER=2. About 9 minutes.
 #   run (device tool, carry [".dP2"]): bash docs/data/stop18/next/run-b.sh
 export CUDA_BUILD_DIR=/tmp/v-series WEIGHTS=q4_0 SYNTH_OSCAR=1
 S=scripts/device-cuda.sh
 RET=$OUT
 export OUT=/tmp/kl; mkdir -p $OUT
 {
-[ -x /tmp/v-rope-once/bin/llama-perplexity ] || { echo "cold machine: run run-a.sh again first"; exit 1; }
+[ -x /tmp/v-rot-cluster/bin/llama-perplexity ] || { echo "cold machine: run run-a.sh again first"; exit 1; }
 cp .dP2/part.* /tmp/sp/ && scripts/device-split.sh --join /tmp/sp /tmp/sp/model.gguf || exit 1
 A="-m /tmp/sp/model.gguf -f .dP2/wiki.test.raw -c 1024 --chunks 16 -b 1024 -fa on"
 cpu() { CUDA_VISIBLE_DEVICES= timeout 150 bash $S run llama-perplexity $A -ngl 0 -t $(nproc) "$@"; }
@@ -43,10 +44,13 @@ bench() { # build, tag, cache type
     | tail -n +2 | awk -F, -v t=$2 '{printf "%s ", $(NF-1)} END {print "  " t}' | tr -d '"'
 }
 echo "decode tok/s at depth 0 / 65536 (llama-bench -n 32 -r 1)"
-for r in 1 2; do bench series f16 f16; for v in series pdl rope-once; do bench $v $v oscar2; done; done
-GGML_CUDA_DISABLE_GRAPHS=1 CUDA_BUILD_DIR=/tmp/v-rope-once timeout 60 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-   --csv --log-file $OUT/k-rope-once.csv bash $S run llama-bench -m $SYN -ngl 99 -fa 1 -ctk oscar2 -ctv oscar2 -p 0 -n 2 -r 1 > /dev/null 2>&1
-python3 scripts/ncu-kernel-table.py $OUT/k-rope-once.csv
-xz $OUT/k-rope-once.csv
+for r in 1 2; do bench series f16 f16; for v in series pdl rope-once rot-cluster; do bench $v $v oscar2; done; done
+kt() { # tag, build, environment
+  env $3 GGML_CUDA_DISABLE_GRAPHS=1 CUDA_BUILD_DIR=/tmp/v-$2 timeout 60 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+     --csv --log-file $OUT/k-$1.csv bash $S run llama-bench -m $SYN -ngl 99 -fa 1 -ctk oscar2 -ctv oscar2 -p 0 -n 2 -r 1 > /dev/null 2>&1
+}
+kt rope-once rope-once ""; kt rot-cluster rot-cluster ""; kt cluster-all rot-cluster GGML_CUDA_ROT_CLUSTER=2
+python3 scripts/ncu-kernel-table.py $OUT/k-rope-once.csv $OUT/k-rot-cluster.csv $OUT/k-cluster-all.csv
+xz $OUT/k-*.csv
 tar -C $OUT -cf $RET/logs.tar .
 } 2>&1 | tee $RET/run-b-printed.txt
