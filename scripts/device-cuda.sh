@@ -101,9 +101,12 @@ step_test() {
         "$BIN/test-backend-ops" test -b CUDA0 -o "$op" -p "oscar2" > "$OUT/test-$op.log" 2>&1 || rc=1
         grep -E "tests passed|FAIL" "$OUT/test-$op.log" | head -20
     done
-    # the one-kernel rotations of patch 0018 and their grouped launches (patch 0023)
+    # the one-kernel rotations of patch 0018 and their grouped launches (patches 0023-0025), also
+    # with every group through the read-then-write launch (GGML_CUDA_ROT_SYNC=1)
     "$BIN/test-backend-ops" test -b CUDA0 -o MUL_MAT_ROTATION > "$OUT/test-MUL_MAT_ROTATION.log" 2>&1 || rc=1
     grep -E "tests passed|FAIL" "$OUT/test-MUL_MAT_ROTATION.log" | head -5
+    GGML_CUDA_ROT_SYNC=1 "$BIN/test-backend-ops" test -b CUDA0 -o MUL_MAT_ROTATION > "$OUT/test-MUL_MAT_ROTATION-sync.log" 2>&1 || rc=1
+    grep -E "tests passed|FAIL" "$OUT/test-MUL_MAT_ROTATION-sync.log" | head -5 | sed 's/^/ROT_SYNC=1 /'
     # the upstream f16/q8_0 attention cases still pass beside ours
     "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p "hsk=128,hsv=128,nh=4,nr23=\[4,1\].*type_K=(f16|q8_0),type_V=(f16|q8_0)" > "$OUT/test-fa-upstream.log" 2>&1 || rc=1
     grep -E "tests passed|FAIL" "$OUT/test-fa-upstream.log" | head -5

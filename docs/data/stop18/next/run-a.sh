@@ -2,17 +2,15 @@
 # series built from its source tarball and tested; the oscar2 attention cases with each passing
 # case's error printed (GGML_TEST_PRINT_ERR=1), summarised by path; then pdl.diff, rope-once.diff and
 # rot-cluster.diff as incremental rebuilds (each on the one before) into /tmp/v-<name>, tested
-# (MUL_MAT_ROTATION also with GGML_CUDA_ROT_SYNC=1; for rot-cluster also with the cooperative
+# (MUL_MAT_ROTATION also with GGML_CUDA_ROT_SYNC=1, by the test step; for rot-cluster also with the cooperative
 # kernel, GGML_CUDA_ROT_CLUSTER=0, and with every rotation a cluster, =2). About 9 minutes.
 #   run (device tool, carry [".dP1"]): bash docs/data/stop18/next/run-a.sh
 S=scripts/device-cuda.sh
 RET=$OUT
 export OUT=/tmp/res; mkdir -p $OUT /tmp/m /tmp/sp
 cp .dP1/part.* .dP1/sha256 /tmp/sp/
-tests() { # variant
-  CUDA_BUILD_DIR=/tmp/v-$1 timeout 90 bash $S test 2>&1 | sed "s/^/  $1 /"
-  GGML_CUDA_ROT_SYNC=1 CUDA_BUILD_DIR=/tmp/v-$1 timeout 60 bash $S run test-backend-ops test -b CUDA0 -o MUL_MAT_ROTATION \
-    > $OUT/test-rot-sync.log 2>&1; grep -E "tests passed|FAIL" $OUT/test-rot-sync.log | head -5 | sed "s/^/  $1 ROT_SYNC=1 /"
+tests() { # variant (device-cuda.sh's test step runs MUL_MAT_ROTATION also with GGML_CUDA_ROT_SYNC=1)
+  CUDA_BUILD_DIR=/tmp/v-$1 timeout 120 bash $S test 2>&1 | sed "s/^/  $1 /"
   mkdir -p /tmp/m/tests/$1 && cp $OUT/test-*.log /tmp/m/tests/$1/
 }
 {
