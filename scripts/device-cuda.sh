@@ -16,7 +16,8 @@
 #            model has them, smallest (sink 0, recent 1) and off, f16 beside; CUDA graphs on and
 #            off; graph splits
 #   split    the model split over the machine's GPUs (-sm layer) against one GPU: llama-bench
-#            and llama-perplexity (equal results), with the start-up line on where attention runs
+#            (cache types SPLIT_TYPES, default oscar2; depths SPLIT_DEPTHS, default 0,16384) and llama-perplexity (equal results), with the
+#            start-up line on where attention runs; says so and skips on a one-GPU machine
 #   run      (alone, first) run PROGRAM [ARGS...] from $BIN with the right LD_LIBRARY_PATH:
 #            CUDA_BUILD_DIR=/tmp/new scripts/device-cuda.sh run llama-bench -m ... (for call scripts
 #            that time several builds side by side)
@@ -200,13 +201,20 @@ step_diag() {
 
 step_split() {
     step_synth || return 1
-    local f=${PPL_TEXT:-.device/wiki.test.raw}
+    local f=${PPL_TEXT:-.device/wiki.test.raw} n_gpu
     nvidia-smi -L
+    n_gpu=$(nvidia-smi -L | grep -c '^GPU')
+    if [ "$n_gpu" -lt 2 ]; then
+        log "split: this machine has $n_gpu GPU; -sm layer needs two (device kind nvidia-h200-x2): not run"
+        return 0
+    fi
     for sm in none layer; do
         log "split: -sm $sm"
-        "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -ctk oscar2 -ctv oscar2 -sm $sm -d 0,16384 -p 512 -n 32 -r 1 -o jsonl \
-            > "$OUT/split-$sm.jsonl" 2> "$OUT/split-$sm.err" || tail -5 "$OUT/split-$sm.err"
-        print_bench "$OUT/split-$sm.jsonl"
+        for kv in ${SPLIT_TYPES:-oscar2}; do
+            "$BIN/llama-bench" -m "$SYNTH" -ngl 99 -fa 1 -ctk $kv -ctv $kv -sm $sm -d "${SPLIT_DEPTHS:-0,16384}" -p 512 -n 32 -r 1 -o jsonl \
+                > "$OUT/split-$sm-$kv.jsonl" 2> "$OUT/split-$sm-$kv.err" || tail -5 "$OUT/split-$sm-$kv.err"
+            print_bench "$OUT/split-$sm-$kv.jsonl"
+        done
         "$BIN/llama-perplexity" -m "$SYNTH" -f "$f" -c 2048 --chunks 3 -b 2048 -ub 512 -ctk oscar2 -ctv oscar2 -fa on -ngl 99 -sm $sm -v \
             > "$OUT/split-ppl-$sm.log" 2>&1
         printf "  ppl -sm %-5s %s\n" $sm "$(grep -o 'Final estimate: PPL = [0-9.]* +/- [0-9.]*' "$OUT/split-ppl-$sm.log")"

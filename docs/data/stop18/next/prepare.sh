@@ -13,6 +13,7 @@ M=models/smollm2-oscar-zoo.gguf
 [ -z "$(git -C llama.cpp status --short)" ] || { echo "prepare: llama.cpp/ has changes; commit or stash them first" >&2; exit 1; }
 [ -f $M ] || { echo "prepare: $M missing: .venv/bin/oscar-convert models/SmolLM2-135M-Instruct.Q4_1.gguf --rotations zoo -o $M" >&2; exit 1; }
 PART_MB=47 bash scripts/device-split.sh $M
+[ ! -d .dP3 ] || { mv .dP3/part.* .dP2/ && rm -rf .dP3; } # (stop 19: the model is 94.75 MiB, a third part of 0.75)
 bash scripts/device-pack.sh llama.cpp .dP1/llama-src.tar.xz
 cd llama.cpp
 for d in pdl rope-once rot-cluster; do
@@ -24,4 +25,5 @@ done
 git checkout -q .
 cd ..
 cp ../shared/data/wikitext-2-raw/wiki.test.raw .dP2/
+cp ../shared/data/wikitext-2-raw/wiki.test.raw .dP1/ # (stop 19: run-a.sh's two-GPU step)
 du -sh .dP1 .dP2

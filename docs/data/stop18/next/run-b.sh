@@ -10,6 +10,8 @@
 # two, and of rot-cluster with GGML_CUDA_ROT_CLUSTER=2. About 9 minutes.
 #   run (device tool, carry [".dP2"]): bash docs/data/stop18/next/run-b.sh
 export CUDA_BUILD_DIR=/tmp/v-series WEIGHTS=q4_0 SYNTH_OSCAR=1
+export CUDA_VISIBLE_DEVICES=0 # one GPU, also on nvidia-h200-x2 (stop 19), except where said
+N_GPU=$(nvidia-smi -L | grep -c '^GPU')
 S=scripts/device-cuda.sh
 RET=$OUT
 export OUT=/tmp/kl; mkdir -p $OUT
@@ -29,6 +31,11 @@ for ub in 4 1024; do
     cpu -ub $ub -ctk $kv -ctv $kv --kl-divergence-base /tmp/cpu-$kv-$ub.kld > $OUT/cpu-$kv-$ub.log 2>&1
     gpu -ub $ub -ctk $kv -ctv $kv --kl-divergence-base /tmp/cpu-$kv-$ub.kld --kl-divergence > $OUT/gpu-vs-cpu-$kv-$ub.log 2>&1
     show "GPU against CPU, $kv, ub $ub" $OUT/gpu-vs-cpu-$kv-$ub.log
+    if [ "$N_GPU" -ge 2 ]; then # stop 19: the model split by layer over two GPUs
+      CUDA_VISIBLE_DEVICES=0,1 gpu -sm layer -ub $ub -ctk $kv -ctv $kv --kl-divergence-base /tmp/cpu-$kv-$ub.kld --kl-divergence -v \
+          > $OUT/gpu2-vs-cpu-$kv-$ub.log 2>&1
+      show "2 GPUs (-sm layer) against CPU, $kv, ub $ub" $OUT/gpu2-vs-cpu-$kv-$ub.log
+    fi
   done
   gpu -ub $ub -ctk f16 -ctv f16 --kl-divergence-base /tmp/gpu-f16-$ub.kld > /dev/null 2>&1
   gpu -ub $ub -ctk oscar2 -ctv oscar2 --kl-divergence-base /tmp/gpu-f16-$ub.kld --kl-divergence > $OUT/o2-vs-f16-gpu-$ub.log 2>&1
