@@ -1,4 +1,4 @@
-"""Check the fragment maps of oscar2_fa_k_tile_mma (k-mma.diff) without a GPU: emulate
+"""Check the fragment maps of oscar2_fa_k_tile_mma (k-mma.diff, tried in stop 19) without a GPU: emulate
 mma.m16n8k16.row.col.s32.s8.s8.s32 lane by lane (A: lane 4g + t holds row g's and row g + 8's
 int8 values at k 4t .. 4t + 3; B: k 4t .. 4t + 3 of column g; C: rows g and g + 8, columns 2t,
 2t + 1), feed it what each lane loads, and compare the scores with the dp4a path's formula

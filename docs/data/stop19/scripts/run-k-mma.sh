@@ -1,8 +1,9 @@
-# Stop 19, call 4 (carry [".dP1"]: the series + k-mma.diff as a source tarball, scripts/device-pack.sh):
+# Stop 19, call 4 (carry [".dP1"]: the series + docs/data/stop19/tried/k-mma.diff as a source tarball,
+# scripts/device-pack.sh):
 # build; the oscar2 attention cases with the tensor-core K dot (default) and their errors by
 # path; the op at 4k / 64k cells and decode at depth 0 / 64k with GGML_CUDA_OSCAR2_K_MMA=0 and 1
 # side by side. About 6 minutes.
-#   run (device tool): bash docs/data/stop19/next/run-k-mma.sh
+#   run (device tool): bash docs/data/stop19/scripts/run-k-mma.sh
 S=scripts/device-cuda.sh
 RET=$OUT
 export OUT=/tmp/res CUDA_BUILD_DIR=/tmp/b WEIGHTS=q4_0 SYNTH_OSCAR=1
