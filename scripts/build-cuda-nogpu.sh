@@ -7,7 +7,8 @@
 # Then, on the GPU machine (carry .dB):
 #   BIN_TAR=.dB/bin.tar.xz SRC_TAR=.dB/gguf-py.tar.xz scripts/device-cuda.sh build test perf bench
 # Environment: CUDA_ARCH (default 90), BUILD_DIR (default build-cuda-local), CUBLAS_DIR (where
-# the cuBLAS wheel is unpacked, default /tmp/oscar-cublas), OUT_DIR (default .dB).
+# the cuBLAS wheel is unpacked, default /tmp/oscar-cublas), OUT_DIR (default .dB); CONFIGURE_ONLY=1
+# stops after the configure (the compile commands that scripts/cuda-arch-check.sh reads).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -52,6 +53,10 @@ if [ ! -f "$BLD/CMakeCache.txt" ]; then
         "-DCUDA_cuda_driver_LIBRARY=$STUB/libcuda.so" "-DCMAKE_CUDA_FLAGS=-I$L/include" "-DCMAKE_CXX_FLAGS=-I$L/include" \
         > "$BLD.configure.log" 2>&1 \
         || { tail -30 "$BLD.configure.log" >&2; echo "build-cuda-nogpu: error: cmake configure failed (log: $BLD.configure.log)" >&2; exit 1; }
+fi
+if [ -n "${CONFIGURE_ONLY:-}" ]; then # (for scripts/cuda-arch-check.sh, which needs only the compile commands)
+    echo "build-cuda-nogpu: configured $BLD (sm_$ARCH)"
+    exit 0
 fi
 echo "build-cuda-nogpu: compiling into $BLD (sm_$ARCH)"
 cmake --build "$BLD" -j "${JOBS:-$(nproc)}" --target test-backend-ops llama-bench llama-perplexity llama-batched-bench
