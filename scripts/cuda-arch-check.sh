@@ -4,13 +4,18 @@
 # than an architecture of the list has (stop 12 found mma m16n8k16 and cp.async, Ampere-only,
 # breaking the sm_75 build). Uses the compile commands of a configured CUDA build directory
 # (scripts/build-cuda-nogpu.sh makes one); writes nothing there.
-#   scripts/cuda-arch-check.sh [BUILD_DIR]     (default build-cuda-local; CUDA_ARCH="75;80;86;89;90")
+#   scripts/cuda-arch-check.sh [BUILD_DIR]     (default build-cuda-local; CUDA_ARCH="75;80;86;89;90";
+#                                              FILES: default every .cu file of ggml-cuda/ that the
+#                                              series in llama.cpp/ changes, from its git history)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BLD=${1:-build-cuda-local}
 case "$BLD" in /*) ;; *) BLD=$ROOT/$BLD ;; esac
 ARCHS=${CUDA_ARCH:-75;80;86;89;90}
-FILES=${FILES:-"fattn-oscar2.cu set-rows.cu cpy.cu rot.cu fattn.cu"}
+if [ -z "${FILES:-}" ]; then
+    FILES=$(git -C "$ROOT/llama.cpp" diff --name-only upstream HEAD -- 'ggml/src/ggml-cuda/*.cu' | xargs -r -n1 basename | tr '\n' ' ')
+    [ -n "$FILES" ] || { echo "cuda-arch-check: error: the series in llama.cpp/ changes no ggml-cuda/*.cu file (not fetched? scripts/fetch-llama.sh)" >&2; exit 1; }
+fi
 [ -f "$BLD/compile_commands.json" ] || { echo "cuda-arch-check: error: $BLD/compile_commands.json not found: configure a CUDA build there first (scripts/build-cuda-nogpu.sh)" >&2; exit 1; }
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 fail=0

@@ -16,8 +16,9 @@
 #            model has them, smallest (sink 0, recent 1) and off, f16 beside; CUDA graphs on and
 #            off; graph splits
 #   split    the model split over the machine's GPUs (-sm layer) against one GPU: llama-bench
-#            (cache types SPLIT_TYPES, default oscar2; depths SPLIT_DEPTHS, default 0,16384) and llama-perplexity (equal results), with the
-#            start-up line on where attention runs; says so and skips on a one-GPU machine
+#            (cache types SPLIT_TYPES, default oscar2; depths SPLIT_DEPTHS, default 0,16384) and
+#            llama-perplexity (equal results), with the start-up line on where attention runs;
+#            says so and skips on a one-GPU machine
 #   run      (alone, first) run PROGRAM [ARGS...] from $BIN with the right LD_LIBRARY_PATH:
 #            CUDA_BUILD_DIR=/tmp/new scripts/device-cuda.sh run llama-bench -m ... (for call scripts
 #            that time several builds side by side)
@@ -201,9 +202,10 @@ step_diag() {
 
 step_split() {
     step_synth || return 1
-    local f=${PPL_TEXT:-.device/wiki.test.raw} n_gpu
-    nvidia-smi -L
-    n_gpu=$(nvidia-smi -L | grep -c '^GPU')
+    local f=${PPL_TEXT:-.device/wiki.test.raw} gpus n_gpu
+    gpus=$(nvidia-smi -L)
+    echo "$gpus"
+    n_gpu=$(grep -c '^GPU' <<< "$gpus")
     if [ "$n_gpu" -lt 2 ]; then
         log "split: this machine has $n_gpu GPU; -sm layer needs two (device kind nvidia-h200-x2): not run"
         return 0
