@@ -122,9 +122,16 @@ def test_state_save_restore_decodes_exactly_as_before(llm, prompt):
     assert np.array_equal(a, b2)
 
 
-def test_sequence_copy_and_several_sequences(llm, prompt):
+@pytest.mark.parametrize("unified", [True, False], ids=["one-stream", "stream-per-sequence"])
+def test_sequence_copy_and_several_sequences(llm, prompt, unified):
+    """A copied sequence decodes as its source. With a stream per sequence (llama-server's
+    slots without a unified cache, llama-batched-bench -pps) the copy moves buffers between
+    streams, and the 16-bit windows must move with them: without, the copy read its sinks and
+    recent tokens from the 2-bit tier (logits off by up to 8)."""
     toks, nxt = prompt[:N_PROMPT], prompt[N_PROMPT:N_PROMPT + 4]
-    with Context(llm, n_seq_max=2, n_ctx=2048) as c:
+    with Context(llm, n_seq_max=2, n_ctx=2048, unified=unified) as c:
+        c.decode(prompt[-300:], 0, seq=1, all_logits=False)  # earlier content of the destination,
+        assert c.ll.llama_memory_seq_rm(c.mem, 1, -1, -1)    # removed: its slots must not survive
         c.decode(toks, 0, all_logits=False)
         c.ll.llama_memory_seq_cp(c.mem, 0, 1, -1, -1)
         a = c.decode(nxt, N_PROMPT, seq=0)
