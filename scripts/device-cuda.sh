@@ -226,13 +226,21 @@ step_split() {
     return 0
 }
 
+# BATCH_NPP (default 4096) prompt tokens per sequence, BATCH_NPL (1,8,32) sequences; BATCH_PPS=1:
+# the prompt decoded once and copied to every sequence (-pps: with a stream per sequence, the
+# default here, each sequence still reads its own copy of the cache), so deep contexts at
+# batch 32 take seconds to set up instead of minutes
 step_batched() {
     step_synth || return 1
+    local npp=${BATCH_NPP:-4096} npl=${BATCH_NPL:-1,8,32} pps="" maxpl log
+    maxpl=$(echo "$npl" | tr , '\n' | sort -n | tail -1)
+    [ "${BATCH_PPS:-0}" = 1 ] && pps=-pps
     for kv in $TYPES; do
-        log "batched: $kv"
-        "$BIN/llama-batched-bench" -m "$SYNTH" -ngl 99 -fa on -ctk $kv -ctv $kv -c 135168 -b 2048 -ub 512 \
-            -npp 4096 -ntg 32 -npl 1,8,32 > "$OUT/batched-$kv.log" 2>&1 || tail -5 "$OUT/batched-$kv.log"
-        grep -E "^\|\s+[0-9]" "$OUT/batched-$kv.log"
+        log "batched: $kv, $npp prompt tokens per sequence, $npl sequences${pps:+, prompt shared}"
+        log=$OUT/batched-$kv$([ "$npp" = 4096 ] || echo "-npp$npp").log
+        "$BIN/llama-batched-bench" -m "$SYNTH" -ngl 99 -fa on -ctk $kv -ctv $kv -c $((maxpl*(npp + 128))) -b 2048 -ub 512 \
+            -npp "$npp" -ntg 32 -npl "$npl" $pps > "$log" 2>&1 || tail -5 "$log"
+        grep -E "^\|\s+[0-9]" "$log"
     done
 }
 
