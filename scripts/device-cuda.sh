@@ -23,8 +23,9 @@
 #            CUDA_BUILD_DIR=/tmp/new scripts/device-cuda.sh run llama-bench -m ... (for call scripts
 #            that time several builds side by side)
 # Usage: scripts/device-cuda.sh build test ppl bench batched    (results under $OUT)
-# Environment: SRC_TAR (default .device/llama-src.tar.xz); BIN_TAR, a tarball of a bin/
-# directory built elsewhere for this machine (build then only unpacks it); BIN_PATCH, with
+# Environment: SRC_TAR (default .device/llama-src.tar.xz); CUDA_LINEINFO=1 builds with -lineinfo
+# (ncu's source view by CUDA line; the code is the same); BIN_TAR, a tarball of a bin/ directory
+# built elsewhere for this machine (build then only unpacks it); BIN_PATCH, with
 # BIN_TAR: another build's bin/ as a zstd --patch-from of BIN_TAR's uncompressed tar (a few MB
 # where a whole tarball is 43; zstd from PATH, else zbin/zstd beside the patch); CUDA_ARCH;
 # DEPTHS, TYPES, REPS, WEIGHTS (q8_0 or q4_0), SYNTH for bench; SYNTH_OSCAR=1 gives the synthetic
@@ -89,7 +90,7 @@ step_build() {
     cmake -S "$SRC" -B "$BLD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-        > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; return 1; }
+        ${CUDA_LINEINFO:+-DCMAKE_CUDA_FLAGS=-lineinfo} > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; return 1; }
     log "build: compiling"
     cmake --build "$BLD" -j"$(nproc)" --target test-backend-ops llama-bench llama-perplexity llama-batched-bench \
         > "$OUT/build.log" 2>&1 || { grep -m 20 -A 5 "error" "$OUT/build.log"; return 1; }
