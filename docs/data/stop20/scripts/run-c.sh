@@ -1,6 +1,6 @@
 # Stop 20, call C (about 5 minutes). Prepare here (after a local CUDA build of the 30 patches,
 # scripts/build-cuda-nogpu.sh, which leaves .dB/bin.tar.xz and .dB/gguf-py.tar.xz):
-#   the lean tile loop (docs/data/stop20/tried/lean.diff) applied to llama.cpp/, then
+#   the lean tile loop (now patch 0031) applied to llama.cpp/, then
 #   cmake --build build-cuda-local --target test-backend-ops llama-bench llama-batched-bench
 #   xz -dc .dB/bin.tar.xz > /tmp/base.tar; tar -C build-cuda-local/bin -cf /tmp/lean.tar .
 #   zstd -19 --long=28 --patch-from=/tmp/base.tar /tmp/lean.tar -o .dB/lean.tar.zst
