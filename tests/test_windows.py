@@ -143,6 +143,22 @@ def test_sequence_copy_and_several_sequences(llm, prompt, unified):
     assert np.abs(a - ref).max() < 0.05
 
 
+def test_seq_copy_check_tool(bin_dir, smollm2, tmp_path):
+    """scripts/seq-copy-check.cpp, the GPU machine's check of the same (it runs where Python
+    bindings do not), built against our library and run on the CPU: a stream per sequence
+    and a unified cache, for oscar2."""
+    exe = tmp_path / "seq-copy-check"
+    lc = paths.ROOT / "llama.cpp"
+    subprocess.run(["g++", "-O2", "-std=c++17", str(paths.ROOT / "scripts" / "seq-copy-check.cpp"),
+                    "-I", str(lc / "include"), "-I", str(lc / "ggml" / "include"), "-L", str(bin_dir), "-lllama",
+                    f"-Wl,-rpath,{bin_dir}", "-o", str(exe)], check=True, timeout=300)
+    for unified in ("0", "1"):
+        p = subprocess.run([str(exe), str(smollm2), "oscar2", "420", "0", unified], capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+        assert p.stdout.count(" ok\n") == 4, p.stdout
+
+
 def test_sequence_removal_keeps_the_window(llm, prompt):
     """Cut a sequence back and continue differently (server prompt-cache reuse): the result
     matches a context that never saw the removed tokens."""
