@@ -11,7 +11,8 @@
 #            and the cache write (SET_ROWS)
 #   bench    llama-bench decode/prefill against depth on a synthetic Qwen3-8B, and the
 #            oscar-bench report of those results (oscar-bench --from-jsonl)
-#   batched  llama-batched-bench, batch 1/8/32 decode
+#   batched  llama-batched-bench, batch 1/8/32 decode (BATCH_NPP tokens per sequence, default 4096;
+#            BATCH_NPL; BATCH_PPS=1 decodes the prompt once and copies it to each sequence)
 #   diag     decode at depth 0 and $DIAG_DEPTH (default 65536) with the 16-bit windows as the
 #            model has them, smallest (sink 0, recent 1) and off, f16 beside; CUDA graphs on and
 #            off; graph splits
