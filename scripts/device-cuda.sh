@@ -11,6 +11,7 @@
 #            and the cache write (SET_ROWS)
 #   bench    llama-bench decode/prefill against depth on a synthetic Qwen3-8B, and the
 #            oscar-bench report of those results (oscar-bench --from-jsonl)
+#   kld      the GPU's logits against the CPU's on PPL_MODEL (KL divergence; KLD_UB, KLD_TYPES)
 #   batched  llama-batched-bench, batch 1/8/32 decode (BATCH_NPP tokens per sequence, default 4096;
 #            BATCH_NPL; BATCH_PPS=1 decodes the prompt once and copies it to each sequence)
 #   diag     decode at depth 0 and $DIAG_DEPTH (default 65536) with the 16-bit windows as the
@@ -226,6 +227,28 @@ step_split() {
         grep -h -E "own devices|WARNING: oscar2|CUDA[0-9]+ (model|KV) buffer size" "$OUT/split-ppl-$sm.log" | tail -5 || true
     done
     return 0
+}
+
+# the GPU's logits against the CPU's (llama-perplexity --kl-divergence-base on the CPU, then
+# --kl-divergence on the GPU, same binary): PPL_MODEL on PPL_TEXT, ctx 1024, 16 chunks, KLD_UB
+# tokens per batch (default 4: the decode kernel), for KLD_TYPES (default f16 oscar2); prints
+# mean ln(PPL ratio), KLD, same top token and the GPU's PPL per type (stops 18-20)
+step_kld() {
+    local m=${PPL_MODEL:-.device/smollm2-oscar-zoo.gguf} f=${PPL_TEXT:-.device/wiki.test.raw} ub=${KLD_UB:-4} kv
+    local a=(-m "$m" -f "$f" -c 1024 --chunks 16 -b 1024 -ub "$ub" -fa on)
+    for kv in ${KLD_TYPES:-f16 oscar2}; do
+        log "kld: $kv, batches of $ub"
+        CUDA_VISIBLE_DEVICES= "$BIN/llama-perplexity" "${a[@]}" -ngl 0 -t "$(nproc)" -ctk $kv -ctv $kv \
+            --kl-divergence-base "$OUT/cpu-$kv-$ub.kld" > "$OUT/kld-cpu-$kv-$ub.log" 2>&1
+        "$BIN/llama-perplexity" "${a[@]}" -ngl 99 -ctk $kv -ctv $kv --kl-divergence-base "$OUT/cpu-$kv-$ub.kld" \
+            --kl-divergence > "$OUT/kld-gpu-vs-cpu-$kv-$ub.log" 2>&1
+        rm -f "$OUT/cpu-$kv-$ub.kld"
+        printf "GPU against CPU, %-7s ub %-4s %s | %s | %s | %s\n" $kv $ub \
+            "$(grep -m1 -o 'Mean ln(PPL(Q)/PPL(base)).*' "$OUT/kld-gpu-vs-cpu-$kv-$ub.log" | sed 's/  */ /g')" \
+            "$(grep -m1 -o 'Mean    KLD:.*' "$OUT/kld-gpu-vs-cpu-$kv-$ub.log" | sed 's/  */ /g')" \
+            "$(grep -m1 -o 'Same top p:.*' "$OUT/kld-gpu-vs-cpu-$kv-$ub.log" | sed 's/  */ /g')" \
+            "$(grep -m1 -o 'Mean PPL(Q)  *:.*' "$OUT/kld-gpu-vs-cpu-$kv-$ub.log" | sed 's/  */ /g')"
+    done
 }
 
 # BATCH_NPP (default 4096) prompt tokens per sequence, BATCH_NPL (1,8,32) sequences; BATCH_PPS=1:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
-import io
 import lzma
 import re
 from pathlib import Path
@@ -25,10 +24,11 @@ from pathlib import Path
 
 def read_lines(path: str) -> dict[tuple[str, int], tuple[int, int]]:
     """(file name, line) -> (warp instructions executed, stall samples) of the CUDA lines."""
-    raw = lzma.open(path, "rt") if path.endswith(".xz") else open(path)
     out: dict[tuple[str, int], tuple[int, int]] = {}
     cur, hdr = "?", None
-    for r in csv.reader(io.StringIO(raw.read())):
+    with (lzma.open(path, "rt") if path.endswith(".xz") else open(path)) as raw:
+        rows = list(csv.reader(raw))
+    for r in rows:
         if not r or r[0] == "Function Name":
             continue
         if r[0] == "File Path":
@@ -56,9 +56,10 @@ def regions(source: Path) -> list[tuple[int, str]]:
     """(first line, name) of each function and lambda of the source, in order."""
     starts = []
     for i, line in enumerate(source.read_text().splitlines(), 1):
-        m = FUNC.match(line) or LAMBDA.match(line)
-        if m:
-            starts.append((i, m.group(1) + ("()" if FUNC.match(line) else " (lambda, and what follows it)")))
+        if m := FUNC.match(line):
+            starts.append((i, m.group(1) + "()"))
+        elif m := LAMBDA.match(line):
+            starts.append((i, m.group(1) + " (lambda, and what follows it)"))
     return starts
 
 

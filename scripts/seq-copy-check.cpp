@@ -60,6 +60,14 @@ static std::vector<std::vector<float>> decode(llama_context * ctx, const std::ve
     return out;
 }
 
+// decode tokens at positions 0.. in sequence seq, in batches of at most 512
+static void decode_all(llama_context * ctx, const std::vector<llama_token> & tokens, int seq, int n_vocab) {
+    for (size_t i0 = 0; i0 < tokens.size(); i0 += 512) {
+        const std::vector<llama_token> part(tokens.begin() + i0, tokens.begin() + std::min(tokens.size(), i0 + 512));
+        decode(ctx, part, (int) i0, {seq}, n_vocab);
+    }
+}
+
 int main(int argc, char ** argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s MODEL TYPE [n_prompt=600] [n_gpu_layers=99] [unified=0]\n", argv[0]);
@@ -104,17 +112,10 @@ int main(int argc, char ** argv) {
     for (auto & t : prompt) t = tok();
     for (auto & t : next)   t = tok();
 
-    // earlier content of the destination, removed
-    for (int i0 = 0; i0 < (int) other.size(); i0 += 512) {
-        std::vector<llama_token> part(other.begin() + i0, other.begin() + std::min<size_t>(other.size(), i0 + 512));
-        decode(ctx, part, i0, {1}, n_vocab);
-    }
+    decode_all(ctx, other, 1, n_vocab); // earlier content of the destination, removed
     llama_memory_seq_rm(mem, 1, -1, -1);
 
-    for (int i0 = 0; i0 < n_prompt; i0 += 512) {
-        std::vector<llama_token> part(prompt.begin() + i0, prompt.begin() + std::min(n_prompt, i0 + 512));
-        decode(ctx, part, i0, {0}, n_vocab);
-    }
+    decode_all(ctx, prompt, 0, n_vocab);
     llama_memory_seq_cp(mem, 0, 1, -1, -1);
 
     bool ok = true;

@@ -13,19 +13,7 @@ export OUT=/tmp/kl; mkdir -p $OUT
 {
 [ -x /tmp/b/bin/llama-perplexity ] || { echo "cold machine: run run-a.sh again first"; exit 1; }
 cp .dP2/part.* /tmp/sp/ && scripts/device-split.sh --join /tmp/sp /tmp/sp/model.gguf || exit 1
-A="-m /tmp/sp/model.gguf -f .dP2/wiki.test.raw -c 1024 --chunks 16 -b 1024 -fa on"
-cpu() { CUDA_VISIBLE_DEVICES= timeout 150 bash $S run llama-perplexity $A -ngl 0 -t $(nproc) "$@"; }
-gpu() { timeout 100 bash $S run llama-perplexity $A -ngl 99 "$@"; }
-show() { # tag log
-  printf "%-32s %s | %s | %s | %s\n" "$1" "$(grep -m1 -o 'Mean ln(PPL(Q)/PPL(base)).*' $2 | sed 's/  */ /g')" \
-    "$(grep -m1 -o 'Mean    KLD:.*' $2 | sed 's/  */ /g')" "$(grep -m1 -o 'Same top p:.*' $2 | sed 's/  */ /g')" \
-    "$(grep -m1 -o 'Mean PPL(Q)  *:.*' $2 | sed 's/  */ /g')"
-}
-for kv in f16 oscar2; do
-  cpu -ub 4 -ctk $kv -ctv $kv --kl-divergence-base /tmp/cpu-$kv.kld > $OUT/cpu-$kv-4.log 2>&1
-  gpu -ub 4 -ctk $kv -ctv $kv --kl-divergence-base /tmp/cpu-$kv.kld --kl-divergence > $OUT/gpu-vs-cpu-$kv-4.log 2>&1
-  show "GPU against CPU, $kv, ub 4" $OUT/gpu-vs-cpu-$kv-4.log
-done
+PPL_MODEL=/tmp/sp/model.gguf PPL_TEXT=.dP2/wiki.test.raw KLD_UB=4 timeout 400 bash $S kld
 PPL_MODEL=/tmp/sp/model.gguf PPL_TEXT=.dP2/wiki.test.raw timeout 200 bash $S ppl
 timeout 60 bash $S synth | grep -v Writing | tail -1
 SYN=/tmp/qwen3-8b-geometry-q4_0-oscar.gguf
