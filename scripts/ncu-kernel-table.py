@@ -44,11 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=14)
     ap.add_argument("--skip-first-token", action="store_true",
                     help="take whole tokens after the first decoded one (the run starts with a prompt)")
+    ap.add_argument("--decode-attn", action="append", metavar="NAME",
+                    help="with --skip-first-token: the decode step's attention kernel, by a part of its name "
+                         f"(default {', '.join(DECODE_ATTN)}; at batch, f16 decodes with e.g. 'flash_attn_ext_f16<128, 128, 2,')")
     a = ap.parse_args(argv)
+    decode_attn = tuple(a.decode_attn) if a.decode_attn else DECODE_ATTN
     for path in a.csv:
         ks = read_kernels(path)
         if a.skip_first_token:
-            marks = [i for i, (k, _) in enumerate(ks) if any(s in k for s in DECODE_ATTN)]
+            marks = [i for i, (k, _) in enumerate(ks) if any(s in k for s in decode_attn)]
             if len(marks) < 2*a.layers:
                 print(f"{path}: fewer than two decoded tokens", file=sys.stderr)
                 return 1
