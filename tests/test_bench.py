@@ -60,6 +60,38 @@ def test_max_context_by_hand():
     assert kvmem.max_context(g, 100, "f16", "f16") == 0
 
 
+# GPU memory per cell on the H200, Qwen3-8B geometry, llama-bench filling 512 and 66048 cells
+# (docs/data/stop21/callC/c-printed.txt: peak MiB differences over 65536 cells)
+H200_BYTES_PER_CELL = {"f16": 148480, "q8_0": 82624, "q4_0": 45760, "oscar2": 29184}
+
+
+def test_prompt_scratch_against_the_h200():
+    g = kvmem.KVGeometry(n_layer=36, n_head_kv=8, head_dim_k=128, head_dim_v=128)
+    # by hand: the mask 512 x 2 B; F16 copies of one layer's K and V, 8 x 128 x 2 B each
+    assert kvmem.prompt_scratch_per_cell(g, "f16", "f16") == 1024
+    assert kvmem.prompt_scratch_per_cell(g, "q4_0", "q4_0") == 1024 + 4096
+    assert kvmem.prompt_scratch_per_cell(g, "q8_0", "f16") == 1024 + 2048
+    assert kvmem.prompt_scratch_per_cell(g, "oscar2", "oscar2") == 1024 + 4096 + 1024
+    assert kvmem.prompt_scratch_per_cell(g, "f16", "oscar2") == 1024 + 4096 + 1024  # the expansion takes both sides
+    for t, measured in H200_BYTES_PER_CELL.items():
+        model = kvmem.kv_bytes(g, kvmem.CELL_PAD, t, t, 0, 0)["main"] / kvmem.CELL_PAD + kvmem.prompt_scratch_per_cell(g, t, t)
+        if t in ("f16", "oscar2"):
+            assert model == measured, t
+        else:  # upstream's quantized types: the model counts 832 B more per cell than was measured
+            assert measured <= model <= 1.02 * measured, t
+    with pytest.raises(ValueError, match="unknown KV cache type"):
+        kvmem.prompt_scratch_per_cell(g, "q3_k", "f16")
+
+
+def test_max_context_with_scratch_by_hand():
+    g = kvmem.KVGeometry(n_layer=1, n_head_kv=1, head_dim_k=64, head_dim_v=64)
+    # f16: 256 B/token + 744 extra = 1000 B/token -> 256 tokens of 256_000 B (not 512: 512 000 B)
+    assert kvmem.max_context(g, 256_000, "f16", "f16", extra_per_cell=744) == 256
+    assert kvmem.max_context(g, 256_000, "f16", "f16", extra_per_cell=0) == 768
+    # oscar2 without windows: 40 + 24 = 64 B/token -> 4000 -> 3840 (15 x 256)
+    assert kvmem.max_context(g, 256_000, "oscar2", "oscar2", 0, 0, extra_per_cell=24) == 3840
+
+
 def test_windows_in_force():
     facts = {"sink_tokens": 32, "recent_tokens": None}
     assert bench.windows(KVConfig.parse("oscar2"), facts) == (32, 256)
@@ -155,6 +187,13 @@ def test_report_from_recorded_jsonl(smollm2, bin_dir, tmp_path):
         b = kvmem.kv_bytes(SMOL, r["depth"] + 16 + 4, r["type_k"], r["type_v"], 64, 256)
         assert r["kv_mib"] == pytest.approx(b["total"] / 2**20)
     assert data["meta"]["llama_bench"]["recorded"] == [str(rec)] and data["meta"]["llama_bench"]["binary"] is None
+    for x in data["fits"]:  # the largest contexts, without and with CUDA's prompt-batch buffers
+        t = x["kv"]
+        budget = 24 * 2**30 - smollm2.stat().st_size
+        assert x["max_context"] == kvmem.max_context(SMOL, budget, t, t, 64, 256)
+        assert x["max_context_cuda"] == kvmem.max_context(SMOL, budget, t, t, 64, 256, kvmem.prompt_scratch_per_cell(SMOL, t, t))
+        assert 0 < x["max_context_cuda"] < x["max_context"]
+    assert "largest context with them" in (out / "bench.md").read_text()
     # a depth asked for but not recorded is a row that says so
     rc = bench.main([str(smollm2), "--from-jsonl", str(rec), "--kv", "oscar2", "-d", "0,64", "--out", str(out), "-q"])
     rows = json.loads((out / "bench.json").read_text())["rows"]

@@ -318,15 +318,19 @@ def sweep(exe: Path, model: Path, configs: list[KVConfig], g: kvmem.KVGeometry, 
 # ----------------------------------------------------------------------------- report
 
 def fits_table(g: kvmem.KVGeometry, facts: dict, configs: list[KVConfig], mem_gib: float) -> list[dict]:
-    """Largest context whose KV cache fits beside the weights in ``mem_gib`` GiB, per configuration
-    (compute buffers not counted)."""
+    """Largest context whose KV cache fits beside the weights in ``mem_gib`` GiB, per configuration:
+    the cache alone, and with the working buffers that a 512-token prompt batch needs per cell on
+    CUDA (kvmem.prompt_scratch_per_cell; fixed compute buffers not counted)."""
     budget = mem_gib * 2**30 - facts["file_bytes"]
     out = []
     for cfg in configs:
         sink, recent = windows(cfg, facts)
-        n = kvmem.max_context(g, budget, cfg.k, cfg.v, sink, recent)
-        out.append({"kv": cfg.name, "mem_gib": mem_gib, "max_context": n,
-                    "bytes_per_token": kvmem.kv_bytes(g, kvmem.CELL_PAD, cfg.k, cfg.v, 0, 0)["main"] / kvmem.CELL_PAD})
+        scratch = kvmem.prompt_scratch_per_cell(g, cfg.k, cfg.v)
+        out.append({"kv": cfg.name, "mem_gib": mem_gib,
+                    "max_context": kvmem.max_context(g, budget, cfg.k, cfg.v, sink, recent),
+                    "max_context_cuda": kvmem.max_context(g, budget, cfg.k, cfg.v, sink, recent, scratch),
+                    "bytes_per_token": kvmem.kv_bytes(g, kvmem.CELL_PAD, cfg.k, cfg.v, 0, 0)["main"] / kvmem.CELL_PAD,
+                    "cuda_scratch_per_token": scratch})
     return out
 
 
@@ -342,11 +346,15 @@ def markdown(meta: dict, rows: list[dict], fits: list[dict], a: argparse.Namespa
         [[r["kv"], str(r["depth"])] + [_speed(r, k) for k in kinds]
          + [f"{r['kv_mib']:.1f} ({r['kv_mib_main']:.1f} + {r['kv_mib_pool']:.1f})", r["status"]] for r in rows])
     f = report.markdown_table(
-        ["KV cache", "KV bytes/token (main tier)", f"largest context in {a.mem_gib:g} GiB"],
-        [[x["kv"], f"{x['bytes_per_token']:.0f}", f"{x['max_context']:,}"] for x in fits])
+        ["KV cache", "KV bytes/token (main tier)", f"largest context in {a.mem_gib:g} GiB",
+         "CUDA prompt-batch buffers, bytes/token", "largest context with them"],
+        [[x["kv"], f"{x['bytes_per_token']:.0f}", f"{x['max_context']:,}", f"{x['cuda_scratch_per_token']:.0f}",
+          f"{x['max_context_cuda']:,}"] for x in fits])
     return "\n".join([f"# oscar-bench: {meta['title']}", "", report.markdown_meta(meta), "", t, "",
                       f"Largest context whose KV cache fits beside the weights ({meta['model_bytes'] / 2**30:.2f} GiB) "
-                      f"in {a.mem_gib:g} GiB, from the KV model (compute buffers not counted):", "", f, ""])
+                      f"in {a.mem_gib:g} GiB, from the KV model: the cache alone, and with the working buffers "
+                      "that llama.cpp's CUDA backend reserves per cell for a 512-token prompt batch (the mask, "
+                      "F16 copies of one layer's quantized K/V; fixed compute buffers not counted):", "", f, ""])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,14 +72,33 @@ def bits_per_value(g: KVGeometry, ctx: int, type_k: str, type_v: str, sink: int 
     return 8 * b["total"] / (cells(ctx) * g.n_layer * g.n_head_kv * (g.head_dim_k + g.head_dim_v))
 
 
-def max_context(g: KVGeometry, budget_bytes: float, type_k: str, type_v: str, sink: int = 64, recent: int = 256) -> int:
-    """Largest context (a multiple of 256) whose KV cache fits in ``budget_bytes`` (0 if none)."""
+def prompt_scratch_per_cell(g: KVGeometry, type_k: str, type_v: str, ubatch: int = POOL_UBATCH) -> float:
+    """Bytes per KV cell of the CUDA working buffers of a prompt batch of ``ubatch`` tokens,
+    which llama.cpp reserves with the context (its worst-case graph attends over every cell):
+    the KQ mask (F16, ubatch per cell); where a side is not F16, upstream's F16 copy of one
+    layer's K or V for its tensor-core kernels; with an oscar2 side, instead, the F16 expansion
+    of one layer's K and V and the mask rewritten for it (patch 0032 reserves these too).
+    Measured on the H200 for Qwen3-8B geometry (stop 21): f16 and oscar2 exactly, q8_0 and
+    q4_0 0.8 KiB per cell below this (so the model errs on the small side for them)."""
+    for t in (type_k, type_v):
+        bits(t)  # (an unknown type name raises here)
+    mask = 2.0 * ubatch
+    one_layer_f16 = {"k": g.n_head_kv * g.head_dim_k * 2.0, "v": g.n_head_kv * g.head_dim_v * 2.0}
+    if "oscar2" in (type_k, type_v):
+        return mask + one_layer_f16["k"] + one_layer_f16["v"] + mask
+    return mask + (one_layer_f16["k"] if type_k != "f16" else 0.0) + (one_layer_f16["v"] if type_v != "f16" else 0.0)
+
+
+def max_context(g: KVGeometry, budget_bytes: float, type_k: str, type_v: str, sink: int = 64, recent: int = 256,
+                extra_per_cell: float = 0.0) -> int:
+    """Largest context (a multiple of 256) whose KV cache, and ``extra_per_cell`` bytes per cell
+    beside it (say ``prompt_scratch_per_cell``), fit in ``budget_bytes`` (0 if none)."""
     if budget_bytes <= 0:
         return 0
-    per_cell = kv_bytes(g, CELL_PAD, type_k, type_v, 0, 0)["main"] / CELL_PAD
+    per_cell = kv_bytes(g, CELL_PAD, type_k, type_v, 0, 0)["main"] / CELL_PAD + extra_per_cell
     full_pool = kv_bytes(g, 10**9, type_k, type_v, sink, recent)["pool"]  # pool at its cap
     n = int((budget_bytes - full_pool) // per_cell) // CELL_PAD * CELL_PAD
-    while n > 0 and kv_bytes(g, n, type_k, type_v, sink, recent)["total"] > budget_bytes:
+    while n > 0 and kv_bytes(g, n, type_k, type_v, sink, recent)["total"] + n * extra_per_cell > budget_bytes:
         n -= CELL_PAD
     return max(n, 0)
 
