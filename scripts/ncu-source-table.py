@@ -25,7 +25,7 @@ from pathlib import Path
 def read_lines(path: str) -> dict[tuple[str, int], tuple[int, int]]:
     """(file name, line) -> (warp instructions executed, stall samples) of the CUDA lines."""
     out: dict[tuple[str, int], tuple[int, int]] = {}
-    cur, hdr = "?", None
+    cur, cols = "?", None
     with (lzma.open(path, "rt") if path.endswith(".xz") else open(path)) as raw:
         rows = list(csv.reader(raw))
     for r in rows:
@@ -34,14 +34,14 @@ def read_lines(path: str) -> dict[tuple[str, int], tuple[int, int]]:
         if r[0] == "File Path":
             cur = Path(r[1]).name
             continue
-        if r[0] == "Line No":
-            hdr = r
+        if r[0] == "Line No":  # a header: the columns of the counts (None: its rows are skipped)
+            want = ("Instructions Executed", "Warp Stall Sampling (All Samples)")
+            cols = tuple(r.index(c) for c in want) if all(c in r for c in want) else None
             continue
-        if r[0] == "" or hdr is None:  # a SASS row under its CUDA line
+        if r[0] == "" or cols is None:  # a SASS row under its CUDA line
             continue
         try:
-            inst = int(r[hdr.index("Instructions Executed")])
-            smp = int(r[hdr.index("Warp Stall Sampling (All Samples)")])
+            inst, smp = int(r[cols[0]]), int(r[cols[1]])
         except ValueError:
             continue
         out[(cur, int(r[0]))] = (inst, smp)
