@@ -5,8 +5,11 @@ fattn-oscar2.cu) with numpy, and compare it with the plain sum over cells of p *
 A development check for kernel changes that cannot run on a GPU yet: it repeats the kernel's
 register arithmetic (byte permutes, shifts, the fragment layouts of mma.m16n8k16 with f16
 inputs and f32 accumulators, as the PTX ISA documents them) on random rows, for the version
-that builds V from m + d*c in the fragments ("scaled") and the one that moves d to P and adds
-the minima and the 1024 offsets with two extra mma ("folded").
+that builds V from m + d*c in the fragments ("scaled"), the one that moves d to P and adds
+the minima and the 1024 offsets with two extra mma ("folded", stops 10-21), and the one that
+takes each code where it lies, under an exponent that gives it weight 1, with the offsets
+taken out by one mma per m-tile ("bits", stop 22); "bits" also runs the 16-bit pool rows'
+path (oscar2_fa_v_hot_mma) into the same accumulators, for the cells read from the pool.
 
     python3 scripts/dev/emulate_v_tile_mma.py [--trials N]
 """
@@ -70,6 +73,68 @@ def mma(acc, A, B):
 
 def mma_dim(mt: int, r: int) -> int:
     return 64 * (mt // 4) + 8 * (r % 8) + 2 * (mt % 4) + r // 8
+
+
+def mma_dim_bits(mt: int, r: int) -> int:
+    return 64 * (mt // 4) + 16 * (mt % 4) + 2 * (r % 8) + r // 8
+
+
+def v_tile_bits(rows, p_t, hot_rows, p_hot, D: int):
+    """Stop 22's version: the 2-bit rows with weights p_t, and 16-bit rows (hot_rows[cell], f16
+    values or None) with weights p_hot, into one set of accumulators; O^T[dim][query vector]."""
+    nb = D // QK
+    accm = np.zeros((32, D // 16, 4))
+    accb = np.zeros((32, nb, 4))
+    for k0 in range(0, 32, 16):
+        A = {}
+        for lane in range(32):
+            g, t = lane // 4, lane % 4
+            wq, bq = 1 + g // 2, 2 * (g % 2)
+            sel = bq | (bq + 1) << 4 | (bq + 4) << 8 | (bq + 5) << 12
+            b0 = u_of(p_t[g, k0 + 2 * t:k0 + 2 * t + 2])
+            b1 = u_of(p_t[g, k0 + 2 * t + 8:k0 + 2 * t + 10])
+            r0, r1, r8, r9 = (rows[k0 + 2 * t + o] for o in (0, 1, 8, 9))
+            for b in range(nb):
+                h0, h1, h8, h9 = (int(r[5 * b]) for r in (r0, r1, r8, r9))
+                d01, m01 = prmt(h0, h1, 0x5410), prmt(h0, h1, 0x7632)
+                d89, m89 = prmt(h8, h9, 0x5410), prmt(h8, h9, 0x7632)
+                pb0 = u_of(h2_of(b0) * h2_of(d01))
+                pb1 = u_of(h2_of(b1) * h2_of(d89))
+                A.setdefault(('b', b), []).append(((m01, m01, m89, m89), (b0, b1)))
+                y01 = prmt(int(r0[5 * b + wq]), int(r1[5 * b + wq]), sel)
+                y89 = prmt(int(r8[5 * b + wq]), int(r9[5 * b + wq]), sel)
+                z01, z89 = y01 >> 8, y89 >> 8
+                for k in range(4):
+                    mask = 0x00030003 << (2 * k)
+                    ex = ((25 - 2 * k) << 10) * 0x00010001
+                    neg = ((0x20 | (25 - 2 * k)) << 10) * 0x00010001
+                    a = tuple((x & mask) | ex for x in (y01, z01, y89, z89))
+                    A.setdefault(('m', 4 * b + k), []).append((a, (pb0, pb1)))
+                    A.setdefault(('m', 4 * b + k), []).append(((neg,) * 4, (pb0, pb1)))
+            # the 16-bit rows: word 8mt + g of each row (dims 16mt + 2g, 16mt + 2g + 1)
+            hb0 = u_of(p_hot[g, k0 + 2 * t:k0 + 2 * t + 2])
+            hb1 = u_of(p_hot[g, k0 + 2 * t + 8:k0 + 2 * t + 10])
+            cells = (k0 + 2 * t, k0 + 2 * t + 1, k0 + 2 * t + 8, k0 + 2 * t + 9)
+            for mt in range(D // 16):
+                u = [u_of(hot_rows[c][16 * mt + 2 * g:16 * mt + 2 * g + 2]) if hot_rows[c] is not None else 0 for c in cells]
+                a = (prmt(u[0], u[1], 0x5410), prmt(u[0], u[1], 0x7632), prmt(u[2], u[3], 0x5410), prmt(u[2], u[3], 0x7632))
+                A.setdefault(('h', mt), []).append((a, (hb0, hb1)))
+        # one mma per entry of each lane's list, in order
+        for (kind, i), regs in A.items():
+            n = len(regs) // 32
+            for j in range(n):
+                part = [regs[lane * n + j] for lane in range(32)]
+                mma(accb[:, i] if kind == 'b' else accm[:, i], [r[0] for r in part], [r[1] for r in part])
+    O = np.zeros((D, 8))
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for mt in range(D // 16):
+            x = accm[lane, mt] + accb[lane, mt // 4]
+            for r in range(2):
+                e = mma_dim_bits(mt, g + 8 * r)
+                O[e, 2 * t] = x[2 * r]
+                O[e, 2 * t + 1] = x[2 * r + 1]
+    return O
 
 
 def v_tile(rows, p_t, D: int, folded: bool):
@@ -149,6 +214,19 @@ def main() -> None:
                 err = np.abs(O - ref).max() / np.abs(ref).max()
                 print(f"D={D:3d} QV={QV} {'folded' if folded else 'scaled'}: max rel err {err:.2e}")
                 assert err < 5e-3, "mismatch"
+            # bits: some cells' V from 16-bit rows, with their own weights
+            hot = rng.integers(0, 32, 6)
+            hot_rows = [None] * 32
+            p_hot = np.zeros((8, 40), dtype=np.float16)
+            for c in hot:
+                hot_rows[c] = rng.uniform(-3, 3, D).astype(np.float16)
+                p_hot[:QV, c] = rng.uniform(0, 1, QV).astype(np.float16)
+            ref_h = ref + sum((p_hot[:, c].astype(np.float64)[None, :] * hot_rows[c].astype(np.float64)[:, None]
+                               for c in set(hot.tolist())), np.zeros((D, 8)))
+            O = v_tile_bits(rows, p, hot_rows, p_hot, D)
+            err = np.abs(O - ref_h).max() / np.abs(ref_h).max()
+            print(f"D={D:3d} QV={QV} bits (with 16-bit rows): max rel err {err:.2e}")
+            assert err < 5e-3, "mismatch"
     print("ok")
 
 
