@@ -8,7 +8,7 @@ inputs and f32 accumulators, as the PTX ISA documents them) on random rows, for 
 that builds V from m + d*c in the fragments ("scaled"), the one that moves d to P and adds
 the minima and the 1024 offsets with two extra mma ("folded", stops 10-21), and the one that
 takes each code where it lies, under an exponent that gives it weight 1, with the offsets
-taken out by one mma per m-tile ("bits", stop 22); "bits" also runs the 16-bit pool rows'
+taken out at the end from each lane's f32 sum of P' ("bits", stop 22); "bits" also runs the 16-bit pool rows'
 path (oscar2_fa_v_hot_mma) into the same accumulators, for the cells read from the pool.
 
     python3 scripts/dev/emulate_v_tile_mma.py [--trials N]
@@ -85,6 +85,7 @@ def v_tile_bits(rows, p_t, hot_rows, p_hot, D: int):
     nb = D // QK
     accm = np.zeros((32, D // 16, 4))
     accb = np.zeros((32, nb, 4))
+    accp = np.zeros((32, nb), dtype=np.float32)
     for k0 in range(0, 32, 16):
         A = {}
         for lane in range(32):
@@ -101,16 +102,15 @@ def v_tile_bits(rows, p_t, hot_rows, p_hot, D: int):
                 pb0 = u_of(h2_of(b0) * h2_of(d01))
                 pb1 = u_of(h2_of(b1) * h2_of(d89))
                 A.setdefault(('b', b), []).append(((m01, m01, m89, m89), (b0, b1)))
+                accp[lane, b] += np.float32(h2_of(pb0).astype(np.float32).sum() + h2_of(pb1).astype(np.float32).sum())
                 y01 = prmt(int(r0[5 * b + wq]), int(r1[5 * b + wq]), sel)
                 y89 = prmt(int(r8[5 * b + wq]), int(r9[5 * b + wq]), sel)
                 z01, z89 = y01 >> 8, y89 >> 8
                 for k in range(4):
                     mask = 0x00030003 << (2 * k)
                     ex = ((25 - 2 * k) << 10) * 0x00010001
-                    neg = ((0x20 | (25 - 2 * k)) << 10) * 0x00010001
                     a = tuple((x & mask) | ex for x in (y01, z01, y89, z89))
                     A.setdefault(('m', 4 * b + k), []).append((a, (pb0, pb1)))
-                    A.setdefault(('m', 4 * b + k), []).append(((neg,) * 4, (pb0, pb1)))
             # the 16-bit rows: word 8mt + g of each row (dims 16mt + 2g, 16mt + 2g + 1)
             hb0 = u_of(p_hot[g, k0 + 2 * t:k0 + 2 * t + 2])
             hb1 = u_of(p_hot[g, k0 + 2 * t + 8:k0 + 2 * t + 10])
@@ -125,6 +125,14 @@ def v_tile_bits(rows, p_t, hot_rows, p_hot, D: int):
             for j in range(n):
                 part = [regs[lane * n + j] for lane in range(32)]
                 mma(accb[:, i] if kind == 'b' else accm[:, i], [r[0] for r in part], [r[1] for r in part])
+    # oscar2_fa_v_offsets: sum over the lanes of each query vector g, then off_k times it out
+    tot = np.array([[accp[4 * g:4 * g + 4, b].sum() for b in range(nb)] for g in range(8)])  # [g][b]
+    for lane in range(32):
+        t = lane % 4
+        for b in range(nb):
+            for k in range(4):
+                off = 1024 >> (2 * k)
+                accm[lane, 4 * b + k] -= off * np.array([tot[2 * t, b], tot[2 * t + 1, b], tot[2 * t, b], tot[2 * t + 1, b]])
     O = np.zeros((D, 8))
     for lane in range(32):
         g, t = lane // 4, lane % 4
