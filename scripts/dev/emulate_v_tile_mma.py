@@ -71,6 +71,21 @@ def mma(acc, A, B):
         acc[lane] += np.array([C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]])
 
 
+def lane_cells(rows, p_t, k0: int, lane: int):
+    """What lane 4g + t reads for k-step k0: B's registers b0, b1 (P^T of query vector g, cells
+    2t, 2t + 1 and 2t + 8, 2t + 9) and the four cells' rows."""
+    g, t = lane // 4, lane % 4
+    b0 = u_of(p_t[g, k0 + 2 * t:k0 + 2 * t + 2])
+    b1 = u_of(p_t[g, k0 + 2 * t + 8:k0 + 2 * t + 10])
+    return b0, b1, [rows[k0 + 2 * t + o] for o in (0, 1, 8, 9)]
+
+
+def block_headers(r4, b: int):
+    """Block b's d and m of the four cells, as the half2 pairs (cells 0, 1) and (cells 8, 9)."""
+    h0, h1, h8, h9 = (int(r[5 * b]) for r in r4)
+    return prmt(h0, h1, 0x5410), prmt(h0, h1, 0x7632), prmt(h8, h9, 0x5410), prmt(h8, h9, 0x7632)
+
+
 def mma_dim(mt: int, r: int) -> int:
     return 64 * (mt // 4) + 8 * (r % 8) + 2 * (mt % 4) + r // 8
 
@@ -92,13 +107,9 @@ def v_tile_bits(rows, p_t, hot_rows, p_hot, D: int):
             g, t = lane // 4, lane % 4
             wq, bq = 1 + g // 2, 2 * (g % 2)
             sel = bq | (bq + 1) << 4 | (bq + 4) << 8 | (bq + 5) << 12
-            b0 = u_of(p_t[g, k0 + 2 * t:k0 + 2 * t + 2])
-            b1 = u_of(p_t[g, k0 + 2 * t + 8:k0 + 2 * t + 10])
-            r0, r1, r8, r9 = (rows[k0 + 2 * t + o] for o in (0, 1, 8, 9))
+            b0, b1, (r0, r1, r8, r9) = lane_cells(rows, p_t, k0, lane)
             for b in range(nb):
-                h0, h1, h8, h9 = (int(r[5 * b]) for r in (r0, r1, r8, r9))
-                d01, m01 = prmt(h0, h1, 0x5410), prmt(h0, h1, 0x7632)
-                d89, m89 = prmt(h8, h9, 0x5410), prmt(h8, h9, 0x7632)
+                d01, m01, d89, m89 = block_headers((r0, r1, r8, r9), b)
                 pb0 = u_of(h2_of(b0) * h2_of(d01))
                 pb1 = u_of(h2_of(b1) * h2_of(d89))
                 A.setdefault(('b', b), []).append(((m01, m01, m89, m89), (b0, b1)))
@@ -157,13 +168,9 @@ def v_tile(rows, p_t, D: int, folded: bool):
             g, t = lane // 4, lane % 4
             shift = 2 * (g // 2)
             wq = 1 + 2 * (g % 2)
-            b0 = u_of(p_t[g, k0 + 2 * t:k0 + 2 * t + 2])
-            b1 = u_of(p_t[g, k0 + 2 * t + 8:k0 + 2 * t + 10])
-            r0, r1, r8, r9 = (rows[k0 + 2 * t + o] for o in (0, 1, 8, 9))
+            b0, b1, (r0, r1, r8, r9) = lane_cells(rows, p_t, k0, lane)
             for b in range(nb):
-                h0, h1, h8, h9 = (int(r[5 * b]) for r in (r0, r1, r8, r9))
-                d01, m01 = prmt(h0, h1, 0x5410), prmt(h0, h1, 0x7632)
-                d89, m89 = prmt(h8, h9, 0x5410), prmt(h8, h9, 0x7632)
+                d01, m01, d89, m89 = block_headers((r0, r1, r8, r9), b)
                 if folded:
                     pb0 = u_of(h2_of(b0) * h2_of(d01))  # __hmul2: f16 product, rounded
                     pb1 = u_of(h2_of(b1) * h2_of(d89))
