@@ -123,11 +123,9 @@ def v_tile_bits(rows, p_t, hot_rows, p_hot, D: int):
                     a = tuple((x & mask) | ex for x in (y01, z01, y89, z89))
                     A.setdefault(('m', 4 * b + k), []).append((a, (pb0, pb1)))
             # the 16-bit rows: word 8mt + g of each row (dims 16mt + 2g, 16mt + 2g + 1)
-            hb0 = u_of(p_hot[g, k0 + 2 * t:k0 + 2 * t + 2])
-            hb1 = u_of(p_hot[g, k0 + 2 * t + 8:k0 + 2 * t + 10])
-            cells = (k0 + 2 * t, k0 + 2 * t + 1, k0 + 2 * t + 8, k0 + 2 * t + 9)
+            hb0, hb1, hot4 = lane_cells(hot_rows, p_hot, k0, lane)
             for mt in range(D // 16):
-                u = [u_of(hot_rows[c][16 * mt + 2 * g:16 * mt + 2 * g + 2]) if hot_rows[c] is not None else 0 for c in cells]
+                u = [u_of(h[16 * mt + 2 * g:16 * mt + 2 * g + 2]) if h is not None else 0 for h in hot4]
                 a = (prmt(u[0], u[1], 0x5410), prmt(u[0], u[1], 0x7632), prmt(u[2], u[3], 0x5410), prmt(u[2], u[3], 0x7632))
                 A.setdefault(('h', mt), []).append((a, (hb0, hb1)))
         # one mma per entry of each lane's list, in order
