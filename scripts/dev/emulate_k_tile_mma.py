@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Emulate, lane by lane, oscar2_fa_k_tile_mma (fattn-oscar2.cu): the scores of a tile's 32
+oscar2 K rows against Q as q8_0 on integer tensor cores (mma.m16n8k32, s8 inputs, s32
+accumulators, fragments as the PTX ISA lays them out), with the kernel's rounds of k-steps
+side by side in the columns, and compare them with the CPU's sum (ggml_vec_dot_oscar2_q8_0:
+per 32 values dq*(d*sum(c*q) + m*sum(q))) for 1, 2, 4 and 8 query vectors and heads of 64, 128
+and 256. A development check for a kernel change that cannot run on a GPU yet, like
+emulate_v_tile_mma.py; a wrong fragment, column or shuffle fails it.
+
+    python3 scripts/dev/emulate_k_tile_mma.py [--trials N]
+"""
+import argparse
+
+import numpy as np
+
+from emulate_v_tile_mma import QK, make_rows
+
+
+def quantize_q8_0(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q [QV][D] as the kernel quantises it: codes [QV][D] (int8) and f16-rounded steps [QV][D/32]."""
+    qv, D = q.shape
+    x = q.reshape(qv, D // 32, 32).astype(np.float32)
+    d = np.abs(x).max(axis=2) / np.float32(127.0)
+    inv = np.where(d > 0, 1.0 / np.where(d > 0, d, 1), 0).astype(np.float32)
+    codes = np.round(x * inv[:, :, None]).astype(np.int64)
+    return codes.reshape(qv, D), d.astype(np.float16).astype(np.float32)
+
+
+def cpu_scores(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    """s[v][cell] as ggml_vec_dot_oscar2_q8_0 sums it (float64 here)."""
+    qv, D = codes.shape
+    n = rows.shape[0]
+    s = np.zeros((qv, n))
+    for c in range(n):
+        for b in range(D // QK):
+            w0 = int(rows[c, 5 * b])
+            d = float(np.array([w0 & 0xFFFF], dtype=np.uint16).view(np.float16)[0])
+            m = float(np.array([w0 >> 16], dtype=np.uint16).view(np.float16)[0])
+            cb = np.array([(int(rows[c, 5 * b + 1 + (e % 16) // 4]) >> (8 * (e % 4) + 2 * (e // 16))) & 3 for e in range(QK)])
+            for v in range(qv):
+                for h in range(2):
+                    sl = slice(QK * b + 32 * h, QK * b + 32 * h + 32)
+                    s[v, c] += qd[v, 2 * b + h] * (d * float(cb[32 * h:32 * h + 32] @ codes[v, sl]) + m * float(codes[v, sl].sum()))
+    return s
+
+
+def imma(c: np.ndarray, A: list, B: list) -> None:
+    """c[lane][4] += A.B over the warp, m16n8k32: A[lane] = 4 ints (4 s8 each), B[lane] = 2 ints."""
+    def s8(x: int, i: int) -> int:
+        y = (x >> (8 * i)) & 0xFF
+        return y - 256 if y > 127 else y
+    Am = np.zeros((16, 32), dtype=np.int64)
+    Bm = np.zeros((32, 8), dtype=np.int64)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for r, (row, k0) in enumerate([(g, 4 * t), (g + 8, 4 * t), (g, 16 + 4 * t), (g + 8, 16 + 4 * t)]):
+            for i in range(4):
+                Am[row, k0 + i] = s8(A[lane][r], i)
+        for r, k0 in enumerate([4 * t, 16 + 4 * t]):
+            for i in range(4):
+                Bm[k0 + i, g] = s8(B[lane][r], i)
+    C = Am @ Bm
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        c[lane] += np.array([C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]])
+
+
+def pack4(x: np.ndarray) -> int:
+    return sum((int(x[i]) & 0xFF) << (8 * i) for i in range(4))
+
+
+def lane_q(codes: np.ndarray, qd: np.ndarray, qsd: np.ndarray, lane: int, D: int):
+    """oscar2_fa_kq::set: the lane's B registers per k-step and its columns' steps per round."""
+    QV = codes.shape[0]
+    NKS = D // 32
+    NG = min(8 // QV, NKS)
+    NR = NKS // NG
+    g, t = lane // 4, lane % 4
+    b = []
+    for s in range(NKS):
+        mine = g < NG * QV and g // QV == s % NG
+        q = codes[g % QV] if mine else np.zeros(D, dtype=np.int64)
+        b.append((pack4(q[32 * s + 4 * t:32 * s + 4 * t + 4]), pack4(q[32 * s + 16 + 4 * t:32 * s + 16 + 4 * t + 4])))
+    qdl = np.zeros((NR, 2), dtype=np.float32)
+    qsl = np.zeros((NR, 2), dtype=np.float32)
+    for r in range(NR):
+        for j in range(2):
+            n = 2 * t + j
+            sc = NG * r + n // QV
+            if n < NG * QV:
+                qdl[r, j] = qd[n % QV, sc]
+                qsl[r, j] = qsd[n % QV, sc // 2] if sc % 2 == 0 else 0.0
+    return b, qdl, qsl
+
+
+def k_tile(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray, D: int) -> np.ndarray:
+    """s_k[v][cell] for the 32 cells of a tile, as oscar2_fa_k_tile_mma leaves it (f32 sums)."""
+    QV = codes.shape[0]
+    NKS = D // 32
+    NG = min(8 // QV, NKS)
+    qsd = np.array([[sum(np.float32(qd[v, 2 * b + h]) * np.float32(codes[v, QK * b + 32 * h:QK * b + 32 * h + 32].sum())
+                         for h in range(2)) for b in range(D // QK)] for v in range(QV)], dtype=np.float32)
+    lq = [lane_q(codes, qd, qsd, lane, D) for lane in range(32)]
+    f16 = lambda u: np.float32(np.array([u & 0xFFFF], dtype=np.uint16).view(np.float16)[0])  # noqa: E731
+    s_k = np.full((QV, 32), np.nan)
+    for mt in range(2):
+        acc = np.zeros((32, 4), dtype=np.float32)
+        c = np.zeros((32, 4), dtype=np.int64)
+        for b in range(D // QK):
+            for h in range(2):
+                s = 2 * b + h
+                if s % NG == 0:
+                    c[:] = 0
+                A, B = [], []
+                for lane in range(32):
+                    g, t = lane // 4, lane % 4
+                    w0 = int(rows[16 * mt + g, 5 * b + 1 + t])
+                    w8 = int(rows[16 * mt + g + 8, 5 * b + 1 + t])
+                    A.append(((w0 >> (4 * h)) & 0x03030303, (w8 >> (4 * h)) & 0x03030303,
+                              (w0 >> (4 * h + 2)) & 0x03030303, (w8 >> (4 * h + 2)) & 0x03030303))
+                    B.append(lq[lane][0][s])
+                imma(c, A, B)
+                if s % NG == NG - 1:
+                    r = s // NG
+                    for lane in range(32):
+                        g, t = lane // 4, lane % 4
+                        bl = b if NG <= 2 else min((NG * r + 2 * t // QV) // 2, D // QK - 1)
+                        _, qdl, qsl = lq[lane]
+                        for i, cell in enumerate((16 * mt + g, 16 * mt + g, 16 * mt + g + 8, 16 * mt + g + 8)):
+                            w = int(rows[cell, 5 * bl])
+                            d, m = f16(w), f16(w >> 16)
+                            acc[lane, i] = np.float32(d * np.float32(np.float32(c[lane, i]) * qdl[r, i % 2]) + np.float32(m * qsl[r, i % 2] + acc[lane, i]))
+        if QV == 1:
+            acc[:, 0] += acc[:, 1]
+            acc[:, 2] += acc[:, 3]
+        o = 1 if QV <= 2 else 2
+        while QV < 8 and o < 4:
+            acc = acc + acc[np.arange(32) ^ o]
+            o *= 2
+        for lane in range(32):
+            g, t = lane // 4, lane % 4
+            for j in range(2):
+                if 2 * t + j < QV:
+                    s_k[2 * t + j, 16 * mt + g] = acc[lane, j]
+                    s_k[2 * t + j, 16 * mt + g + 8] = acc[lane, 2 + j]
+    return s_k
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=1, help="random tiles per head size and query-vector count")
+    args = ap.parse_args()
+    rng = np.random.default_rng(7)
+    worst = 0.0
+    for D in (64, 128, 256):
+        for QV in (1, 2, 4, 8):
+            for _ in range(args.trials):
+                rows, _ = make_rows(rng, 32, D)
+                codes, qd = quantize_q8_0(rng.normal(size=(QV, D)))
+                ref = cpu_scores(rows, codes, qd)
+                got = k_tile(rows, codes, qd, D)
+                err = float(np.abs(got - ref).max() / np.abs(ref).max())
+                worst = max(worst, err)
+                print(f"D {D:3d} QV {QV}: max |kernel - CPU| / max |CPU| = {err:.2e}")
+    ok = worst < 1e-5
+    print(f"{'ok' if ok else 'FAILED'}: worst {worst:.2e}")
+    raise SystemExit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
