@@ -59,7 +59,7 @@ for r in $(seq "$ROUNDS"); do
         n=${nd%%:*}
         has perf || continue
         CUDA_BUILD_DIR=${nd#*:} timeout 60 bash $S run test-backend-ops perf -b CUDA0 -o FLASH_ATTN_EXT -p "$PERF" 2>&1 \
-            | grep -E "^ *FLASH_ATTN_EXT" | sed -E 's/\x1b\[[0-9;]*m//g; s/,(mask|sinks|max_bias|logit_softcap|prec|permute|kv_view|v_is_view_of_k|n_kv_max|hsk|hsv|nh|nr23|nb|type_K|type_V|gqa|ns|hot_K|hot_V|shuffled)=[^,)]*//g; s/ +/ /g' \
+            | grep -E "^ *FLASH_ATTN_EXT" | sed -E 's/\x1b\[[0-9;]*m//g; s/,(mask|sinks|max_bias|logit_softcap|prec|permute|kv_view|v_is_view_of_k|n_kv_max|hsk|hsv|nh|nr23|nb|type_K|type_V|gqa|ns|hot_K|hot_V)=[^,)]*//g; s/ +/ /g' \
             | cut -c1-140 | sed "s/^/$n: /"
     done
 done
