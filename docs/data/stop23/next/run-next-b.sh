@@ -1,4 +1,5 @@
-# Next stop (prepared in stop 23, not run; about 3 minutes; the device tool, carry [".dN"]):
+# Next stop (prepared in stop 23, not run; about 3 minutes; the device tool, carry [".dN"]; only
+# if run-next-a.sh leaves the 4k loss of the next tile's K dot unexplained and worth knowing):
 # ncu's source view of the decode kernel at 4k and 64k cells for the 34 patches ("a",
 # .dN/lkm.tar.zst) and for k-tile-ahead.diff ("b", .dN/lkp2.tar.zst), both with fattn-oscar2.cu
 # built with -lineinfo (compiled by hand in build-cuda-local with its compile command plus
