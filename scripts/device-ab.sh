@@ -54,15 +54,15 @@ if has test; then
     python3 docs/data/stop18/next/fa-err-summary.py /tmp/ab-logs/fa-err-$last.log | grep -E "^path|oscar2/oscar2"
     xz -T4 -f /tmp/ab-logs/fa-err-$last.log
 fi
-for r in $(seq "$ROUNDS"); do
-    for nd in "${names[@]}"; do
-        n=${nd%%:*}
-        has perf || continue
-        CUDA_BUILD_DIR=${nd#*:} timeout 60 bash $S run test-backend-ops perf -b CUDA0 -o FLASH_ATTN_EXT -p "$PERF" 2>&1 \
-            | grep -E "^ *FLASH_ATTN_EXT" | sed -E 's/\x1b\[[0-9;]*m//g; s/,(mask|sinks|max_bias|logit_softcap|prec|permute|kv_view|v_is_view_of_k|n_kv_max|hsk|hsv|nh|nr23|nb|type_K|type_V|gqa|ns|hot_K|hot_V)=[^,)]*//g; s/ +/ /g' \
-            | cut -c1-140 | sed "s/^/$n: /"
+if has perf; then
+    for r in $(seq "$ROUNDS"); do
+        for nd in "${names[@]}"; do
+            CUDA_BUILD_DIR=${nd#*:} timeout 60 bash $S run test-backend-ops perf -b CUDA0 -o FLASH_ATTN_EXT -p "$PERF" 2>&1 \
+                | grep -E "^ *FLASH_ATTN_EXT" | sed -E 's/\x1b\[[0-9;]*m//g; s/,(mask|sinks|max_bias|logit_softcap|prec|permute|kv_view|v_is_view_of_k|n_kv_max|hsk|hsv|nh|nr23|nb|type_K|type_V|gqa|ns|hot_K|hot_V)=[^,)]*//g; s/ +/ /g' \
+                | cut -c1-140 | sed "s/^/${nd%%:*}: /"
+        done
     done
-done
+fi
 if has decode || { has batch && [ "$BATCH" -gt 0 ]; }; then
     CUDA_BUILD_DIR=$(dir_of "${names[0]%%:*}") timeout 60 bash $S synth > /dev/null 2>&1
 fi
