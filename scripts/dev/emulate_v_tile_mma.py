@@ -11,7 +11,7 @@ takes each code where it lies, under an exponent that gives it weight 1, with th
 taken out at the end from each lane's f32 sum of P' ("bits", stop 22); "bits" also runs the 16-bit pool rows'
 path (oscar2_fa_v_hot_mma) into the same accumulators, for the cells read from the pool.
 
-    python3 scripts/dev/emulate_v_tile_mma.py [--trials N]
+    python3 scripts/dev/emulate_v_tile_mma.py [--trials N] [--tiles N]
 """
 import argparse
 
@@ -35,15 +35,15 @@ def u_of(h: np.ndarray) -> int:
     return int(v[0]) | (int(v[1]) << 16)
 
 
-def make_rows(rng, n_cells: int, D: int) -> tuple[np.ndarray, np.ndarray]:
+def make_rows(rng, n_cells: int, D: int, d_range=(0.01, 0.5), m_range=(-2.0, 2.0)) -> tuple[np.ndarray, np.ndarray]:
     """oscar2 rows as ints (5 per 64-value block: d|m<<16, then 16 code bytes) and their values."""
     nb = D // QK
     rows = np.zeros((n_cells, 5 * nb), dtype=np.uint64)
     vals = np.zeros((n_cells, D))
     for c in range(n_cells):
         for b in range(nb):
-            d = np.float16(rng.uniform(0.01, 0.5))
-            m = np.float16(rng.uniform(-2, 2))
+            d = np.float16(rng.uniform(*d_range))
+            m = np.float16(rng.uniform(*m_range))
             codes = rng.integers(0, 4, QK)
             qs = np.zeros(16, dtype=np.int64)
             for e in range(QK):
@@ -53,6 +53,26 @@ def make_rows(rng, n_cells: int, D: int) -> tuple[np.ndarray, np.ndarray]:
                 rows[c, 5 * b + 1 + w] = int(qs[4 * w]) | int(qs[4 * w + 1]) << 8 | int(qs[4 * w + 2]) << 16 | int(qs[4 * w + 3]) << 24
             vals[c, QK * b:QK * (b + 1)] = np.float32(m) + np.float32(d) * codes
     return rows, vals
+
+
+# how the emulated tensor cores add up: None, exactly (float64); an int n, as published
+# measurements describe NVIDIA's f32 accumulation (Fasi et al., "Numerical behavior of NVIDIA
+# tensor cores", PeerJ CS 2021): the products are exact, every term (the accumulator among
+# them) is cut toward zero at 24 + n bits below the largest one's leading bit, and the sum is
+# cut to f32 toward zero
+TC_EXTRA_BITS = None
+
+
+def tc_add(acc: np.ndarray, terms: np.ndarray, extra: int) -> np.ndarray:
+    """acc + sum(terms, axis 0) as the tensor cores round it (TC_EXTRA_BITS); elementwise."""
+    allt = np.concatenate([acc[None], terms])
+    big = np.abs(allt).max(axis=0)
+    e = np.floor(np.log2(np.where(big > 0, big, 1.0)))
+    q = 2.0 ** (e - 23 - extra)
+    s = (np.trunc(allt / q) * q).sum(axis=0)
+    e2 = np.floor(np.log2(np.where(s != 0, np.abs(s), 1.0)))
+    q2 = 2.0 ** (e2 - 23)
+    return np.where(s != 0, np.trunc(s / q2) * q2, 0.0)
 
 
 def mma(acc, A, B):
@@ -65,10 +85,21 @@ def mma(acc, A, B):
             Am[row, k0:k0 + 2] = h2_of(A[lane][r]).astype(np.float64)
         for r, k0 in enumerate([2 * t, 2 * t + 8]):
             Bm[k0:k0 + 2, g] = h2_of(B[lane][r]).astype(np.float64)
-    C = Am @ Bm
+    if TC_EXTRA_BITS is None:
+        C = Am @ Bm
+        for lane in range(32):
+            g, t = lane // 4, lane % 4
+            acc[lane] += np.array([C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]])
+        return
+    prods = Am[:, :, None] * Bm[None, :, :]  # [row][k][col], exact
+    C0 = np.zeros((16, 8))
     for lane in range(32):
         g, t = lane // 4, lane % 4
-        acc[lane] += np.array([C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]])
+        C0[g, 2 * t], C0[g, 2 * t + 1], C0[g + 8, 2 * t], C0[g + 8, 2 * t + 1] = acc[lane]
+    C = tc_add(C0, prods.transpose(1, 0, 2), TC_EXTRA_BITS)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        acc[lane] = np.array([C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]])
 
 
 def lane_cells(rows, p_t, k0: int, lane: int):
@@ -94,54 +125,74 @@ def mma_dim_bits(mt: int, r: int) -> int:
     return 64 * (mt // 4) + 16 * (mt % 4) + 2 * (r % 8) + r // 8
 
 
-def v_tile_bits(rows, p_t, hot_rows, p_hot, D: int):
-    """Stop 22's version: the 2-bit rows with weights p_t, and 16-bit rows (hot_rows[cell], f16
-    values or None) with weights p_hot, into one set of accumulators; O^T[dim][query vector]."""
+def v_tiles_bits(tiles, D: int, per_tile: bool = True):
+    """The version of stop 22 with the offsets of stop 24, over a warp's tiles: each tile's
+    2-bit rows with weights p_t and 16-bit rows (hot_rows[cell], f16 values or None) with
+    weights p_hot, into one set of accumulators; O^T[dim][query vector]. tiles: a list of
+    (rows, p_t, hot_rows, p_hot). per_tile: the offsets leave the accumulators at the end of
+    each tile, their sums from an mma with A all ones (stop 24); else once at the end, from
+    each lane's f32 sums of P' (stops 22-23)."""
     nb = D // QK
     accm = np.zeros((32, D // 16, 4))
     accb = np.zeros((32, nb, 4))
     accp = np.zeros((32, nb), dtype=np.float32)
-    for k0 in range(0, 32, 16):
-        A = {}
+    ones = 0x3C003C00
+    for rows, p_t, hot_rows, p_hot in tiles:
+        accs = np.zeros((32, nb, 4))
+        for k0 in range(0, 32, 16):
+            A = {}
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                wq, bq = 1 + g // 2, 2 * (g % 2)
+                sel = bq | (bq + 1) << 4 | (bq + 4) << 8 | (bq + 5) << 12
+                b0, b1, (r0, r1, r8, r9) = lane_cells(rows, p_t, k0, lane)
+                for b in range(nb):
+                    d01, m01, d89, m89 = block_headers((r0, r1, r8, r9), b)
+                    pb0 = u_of(h2_of(b0) * h2_of(d01))
+                    pb1 = u_of(h2_of(b1) * h2_of(d89))
+                    A.setdefault(('b', b), []).append(((m01, m01, m89, m89), (b0, b1)))
+                    if per_tile:
+                        A.setdefault(('s', b), []).append(((ones,) * 4, (pb0, pb1)))
+                    else:
+                        accp[lane, b] += np.float32(h2_of(pb0).astype(np.float32).sum() + h2_of(pb1).astype(np.float32).sum())
+                    y01 = prmt(int(r0[5 * b + wq]), int(r1[5 * b + wq]), sel)
+                    y89 = prmt(int(r8[5 * b + wq]), int(r9[5 * b + wq]), sel)
+                    z01, z89 = y01 >> 8, y89 >> 8
+                    for k in range(4):
+                        mask = 0x00030003 << (2 * k)
+                        ex = ((25 - 2 * k) << 10) * 0x00010001
+                        a = tuple((x & mask) | ex for x in (y01, z01, y89, z89))
+                        A.setdefault(('m', 4 * b + k), []).append((a, (pb0, pb1)))
+                # the 16-bit rows: word 8mt + g of each row (dims 16mt + 2g, 16mt + 2g + 1)
+                hb0, hb1, hot4 = lane_cells(hot_rows, p_hot, k0, lane)
+                for mt in range(D // 16):
+                    u = [u_of(h[16 * mt + 2 * g:16 * mt + 2 * g + 2]) if h is not None else 0 for h in hot4]
+                    a = (prmt(u[0], u[1], 0x5410), prmt(u[0], u[1], 0x7632), prmt(u[2], u[3], 0x5410), prmt(u[2], u[3], 0x7632))
+                    A.setdefault(('h', mt), []).append((a, (hb0, hb1)))
+            # one mma per entry of each lane's list, in order
+            for (kind, i), regs in A.items():
+                n = len(regs) // 32
+                for j in range(n):
+                    part = [regs[lane * n + j] for lane in range(32)]
+                    acc = {'b': accb, 's': accs}.get(kind, accm)
+                    mma(acc[:, i], [r[0] for r in part], [r[1] for r in part])
+        if per_tile:  # oscar2_fa_v_offsets: f32 FFMA
+            for lane in range(32):
+                for b in range(nb):
+                    s0, s1 = accs[lane, b, 0], accs[lane, b, 1]
+                    for k in range(4):
+                        off = np.float32(1024 >> (2 * k))
+                        x = accm[lane, 4 * b + k].astype(np.float32)
+                        accm[lane, 4 * b + k] = x - off * np.array([s0, s1, s0, s1], dtype=np.float32)
+    if not per_tile:
+        # stops 22-23: sum over the lanes of each query vector g, then off_k times it out
+        tot = np.array([[accp[4 * g:4 * g + 4, b].sum() for b in range(nb)] for g in range(8)])  # [g][b]
         for lane in range(32):
-            g, t = lane // 4, lane % 4
-            wq, bq = 1 + g // 2, 2 * (g % 2)
-            sel = bq | (bq + 1) << 4 | (bq + 4) << 8 | (bq + 5) << 12
-            b0, b1, (r0, r1, r8, r9) = lane_cells(rows, p_t, k0, lane)
+            t = lane % 4
             for b in range(nb):
-                d01, m01, d89, m89 = block_headers((r0, r1, r8, r9), b)
-                pb0 = u_of(h2_of(b0) * h2_of(d01))
-                pb1 = u_of(h2_of(b1) * h2_of(d89))
-                A.setdefault(('b', b), []).append(((m01, m01, m89, m89), (b0, b1)))
-                accp[lane, b] += np.float32(h2_of(pb0).astype(np.float32).sum() + h2_of(pb1).astype(np.float32).sum())
-                y01 = prmt(int(r0[5 * b + wq]), int(r1[5 * b + wq]), sel)
-                y89 = prmt(int(r8[5 * b + wq]), int(r9[5 * b + wq]), sel)
-                z01, z89 = y01 >> 8, y89 >> 8
                 for k in range(4):
-                    mask = 0x00030003 << (2 * k)
-                    ex = ((25 - 2 * k) << 10) * 0x00010001
-                    a = tuple((x & mask) | ex for x in (y01, z01, y89, z89))
-                    A.setdefault(('m', 4 * b + k), []).append((a, (pb0, pb1)))
-            # the 16-bit rows: word 8mt + g of each row (dims 16mt + 2g, 16mt + 2g + 1)
-            hb0, hb1, hot4 = lane_cells(hot_rows, p_hot, k0, lane)
-            for mt in range(D // 16):
-                u = [u_of(h[16 * mt + 2 * g:16 * mt + 2 * g + 2]) if h is not None else 0 for h in hot4]
-                a = (prmt(u[0], u[1], 0x5410), prmt(u[0], u[1], 0x7632), prmt(u[2], u[3], 0x5410), prmt(u[2], u[3], 0x7632))
-                A.setdefault(('h', mt), []).append((a, (hb0, hb1)))
-        # one mma per entry of each lane's list, in order
-        for (kind, i), regs in A.items():
-            n = len(regs) // 32
-            for j in range(n):
-                part = [regs[lane * n + j] for lane in range(32)]
-                mma(accb[:, i] if kind == 'b' else accm[:, i], [r[0] for r in part], [r[1] for r in part])
-    # oscar2_fa_v_offsets: sum over the lanes of each query vector g, then off_k times it out
-    tot = np.array([[accp[4 * g:4 * g + 4, b].sum() for b in range(nb)] for g in range(8)])  # [g][b]
-    for lane in range(32):
-        t = lane % 4
-        for b in range(nb):
-            for k in range(4):
-                off = 1024 >> (2 * k)
-                accm[lane, 4 * b + k] -= off * np.array([tot[2 * t, b], tot[2 * t + 1, b], tot[2 * t, b], tot[2 * t + 1, b]])
+                    off = 1024 >> (2 * k)
+                    accm[lane, 4 * b + k] -= off * np.array([tot[2 * t, b], tot[2 * t + 1, b], tot[2 * t, b], tot[2 * t + 1, b]])
     O = np.zeros((D, 8))
     for lane in range(32):
         g, t = lane // 4, lane % 4
@@ -212,6 +263,7 @@ def v_tile(rows, p_t, D: int, folded: bool):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--trials', type=int, default=3)
+    ap.add_argument('--tiles', type=int, default=8, help='tiles of one warp in the rounding check')
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     for D in (64, 128, 256):
@@ -236,10 +288,31 @@ def main() -> None:
                 p_hot[:QV, c] = rng.uniform(0, 1, QV).astype(np.float16)
             ref_h = ref + sum((p_hot[:, c].astype(np.float64)[None, :] * hot_rows[c].astype(np.float64)[:, None]
                                for c in set(hot.tolist())), np.zeros((D, 8)))
-            O = v_tile_bits(rows, p, hot_rows, p_hot, D)
+            O = v_tiles_bits([(rows, p, hot_rows, p_hot)], D)
             err = np.abs(O - ref_h).max() / np.abs(ref_h).max()
             print(f"D={D:3d} QV={QV} bits (with 16-bit rows): max rel err {err:.2e}")
             assert err < 5e-3, "mismatch"
+    # a warp over several tiles, with values as test-backend-ops makes them (uniform in [-1, 1],
+    # so that the weighted sum is small beside its terms) and the tensor cores' rounding: the
+    # offsets kept to the end (stops 22-23) against per tile (stop 24); NMSE as test-backend-ops
+    global TC_EXTRA_BITS
+    for extra in (0, 3):
+        TC_EXTRA_BITS = extra
+        for D in (64, 128):
+            tiles = []
+            for _ in range(args.tiles):
+                rows, vals = make_rows(rng, 32, D, d_range=(0.62, 0.68), m_range=(-1.02, -0.95))
+                p = np.zeros((8, 40), dtype=np.float16)
+                p[:4, :32] = np.exp(rng.uniform(-1.5, 0, (4, 32))).astype(np.float16)
+                tiles.append((rows, p, [None] * 32, np.zeros((8, 40), dtype=np.float16), vals))
+            ref = sum(((t[1][:, :32].astype(np.float64) @ t[4]).T for t in tiles), np.zeros((D, 8)))[:, :4]
+            nmse = {}
+            for per_tile in (False, True):
+                O = v_tiles_bits([t[:4] for t in tiles], D, per_tile)[:, :4]
+                nmse[per_tile] = ((O - ref) ** 2).sum() / (ref ** 2).sum()
+            print(f"D={D:3d} {args.tiles} tiles, f32 sums cut with {extra} extra bits: NMSE offsets at the end "
+                  f"{nmse[False]:.2e}, per tile {nmse[True]:.2e}")
+            assert nmse[True] < 5e-6, "per-tile offsets: NMSE too large"
     print("ok")
 
 

@@ -1,0 +1,69 @@
+"""The lane-by-lane numpy emulators of the CUDA decode kernel's tensor-core steps
+(scripts/dev/emulate_*.py) against their plain references: the fragments' layouts, the code
+bit tricks, and the tensor cores' f32 rounding over a warp of several tiles. They run without a
+GPU, so that a kernel change's arithmetic is checked on every CI run, not only when a GPU is lent.
+
+The rounding check runs both forms of the P.V offsets: stop 24's (taken out per tile) must pass
+the bound, and stops 22-23's (kept to the end of the chunk, the fault patch 0035's GPU tests
+found) must fail it, so that the check is known to see the fault."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+
+from oscar import paths
+
+DEV = paths.ROOT / "scripts" / "dev"
+
+
+def _run(script: str, *args: str) -> str:
+    r = subprocess.run([sys.executable, str(DEV / script), *args], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_k_tile_mma_emulation_matches_cpu_dot():
+    out = _run("emulate_k_tile_mma.py")
+    assert out.rstrip().splitlines()[-1].startswith("ok")
+
+
+def test_k_hot_mma_emulation_matches_reference():
+    assert _run("emulate_k_hot_mma.py").rstrip().endswith("ok")
+
+
+def test_v_tile_mma_emulation_matches_reference():
+    out = _run("emulate_v_tile_mma.py", "--trials", "1", "--tiles", "4")
+    assert out.rstrip().endswith("ok")
+    assert "per tile" in out
+
+
+def _load_v():
+    spec = importlib.util.spec_from_file_location("emulate_v_tile_mma", DEV / "emulate_v_tile_mma.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_v_offsets_kept_to_the_end_fail_the_bound():
+    """The rounding model sees stops 22-23's fault: 6 tiles with the offsets at the end exceed the
+    NMSE bound that the per-tile form meets by far."""
+    v = _load_v()
+    rng = np.random.default_rng(7)
+    v.TC_EXTRA_BITS = 0
+    D = 64
+    tiles = []
+    for _ in range(6):
+        rows, vals = v.make_rows(rng, 32, D, d_range=(0.62, 0.68), m_range=(-1.02, -0.95))
+        p = np.zeros((8, 40), dtype=np.float16)
+        p[:4, :32] = np.exp(rng.uniform(-1.5, 0, (4, 32))).astype(np.float16)
+        tiles.append((rows, p, [None] * 32, np.zeros((8, 40), dtype=np.float16), vals))
+    ref = sum(((t[1][:, :32].astype(np.float64) @ t[4]).T for t in tiles), np.zeros((D, 8)))[:, :4]
+    nmse = {}
+    for per_tile in (False, True):
+        out = v.v_tiles_bits([t[:4] for t in tiles], D, per_tile)[:, :4]
+        nmse[per_tile] = ((out - ref) ** 2).sum() / (ref ** 2).sum()
+    assert nmse[True] < 5e-6
+    assert nmse[False] > 5e-5 > 10 * nmse[True]
