@@ -1,7 +1,7 @@
 # Next stop, first call (prepared in stop 24, not run; about 9 minutes; the device tool, carry
 # [".dC"]): the final figures of the 36 patches, which stop 24 measured only in parts (its
 # model table is of the P.V fix before patch 0036; 0036 was timed against it in the op,
-# decode at 0 / 64k and 8 x 64k only). .dC/k37.tar.zst is the 36 patches as committed in stop
+# decode at 0 / 64k and 8 x 64k only). .dC/k38.tar.zst is the 36 patches as committed in stop
 # 24 (a zstd patch of .dC/bin.tar.xz, built here with scripts/build-cuda-nogpu.sh's directory;
 # if .dC is gone, rebuild and pack as in docs/data/stop22/scripts/run-a.sh's header).
 # 1. the whole test step (the jump cases and the chunk knob included);
@@ -13,7 +13,7 @@ export OUT=/tmp/res WEIGHTS=q4_0 SYNTH_OSCAR=1 SRC_TAR=.dC/gguf-py.tar.xz CUDA_B
 mkdir -p $OUT
 {
 date +%T
-BIN_TAR=.dC/bin.tar.xz BIN_PATCH=.dC/k37.tar.zst timeout 90 bash $S build >/dev/null || exit 1
+BIN_TAR=.dC/bin.tar.xz BIN_PATCH=.dC/k38.tar.zst timeout 90 bash $S build >/dev/null || exit 1
 timeout 150 bash $S test
 TYPES="f16 q4_0 oscar2" REPS=2 timeout 240 bash $S bench
 TYPES="oscar2 f16" BATCH_NPP=65536 BATCH_NPL=1,2,4,8 BATCH_PPS=1 timeout 200 bash $S batched
