@@ -7,9 +7,13 @@ register arithmetic (byte permutes, shifts, the fragment layouts of mma.m16n8k16
 inputs and f32 accumulators, as the PTX ISA documents them) on random rows, for the version
 that builds V from m + d*c in the fragments ("scaled"), the one that moves d to P and adds
 the minima and the 1024 offsets with two extra mma ("folded", stops 10-21), and the one that
-takes each code where it lies, under an exponent that gives it weight 1, with the offsets
-taken out at the end from each lane's f32 sum of P' ("bits", stop 22); "bits" also runs the 16-bit pool rows'
-path (oscar2_fa_v_hot_mma) into the same accumulators, for the cells read from the pool.
+takes each code where it lies, under an exponent that gives it weight 1 ("bits", stop 22),
+with the offsets that this adds taken out at the end of each tile from sums of P' by an mma
+with A all ones (stop 24; stops 22-23 took them out once per chunk, which `per_tile=False`
+repeats); "bits" also runs the 16-bit pool rows' path (oscar2_fa_v_hot_mma) into the same
+accumulators, for the cells read from the pool. With TC_EXTRA_BITS set, the mma's f32 sums
+are cut as tensor cores cut them (tc_add), and a warp of several tiles (--tiles) shows what
+that does to each form.
 
     python3 scripts/dev/emulate_v_tile_mma.py [--trials N] [--tiles N]
 """
@@ -56,10 +60,11 @@ def make_rows(rng, n_cells: int, D: int, d_range=(0.01, 0.5), m_range=(-2.0, 2.0
 
 
 # how the emulated tensor cores add up: None, exactly (float64); an int n, as published
-# measurements describe NVIDIA's f32 accumulation (Fasi et al., "Numerical behavior of NVIDIA
-# tensor cores", PeerJ CS 2021): the products are exact, every term (the accumulator among
-# them) is cut toward zero at 24 + n bits below the largest one's leading bit, and the sum is
-# cut to f32 toward zero
+# measurements describe NVIDIA's f32 accumulation on V100, T4 and A100 (Fasi et al., "Numerical
+# behavior of NVIDIA tensor cores", PeerJ CS 2021; Hopper not measured there): the products are
+# exact, every term (the accumulator among them) keeps 24 + n bits counted from the largest
+# term's leading bit (cut toward zero 23 + n bits below it), and the sum is cut to f32 toward
+# zero. The H200's errors (stop 24) fit n = 0
 TC_EXTRA_BITS = None
 
 
