@@ -130,13 +130,22 @@ def mma_dim_bits(mt: int, r: int) -> int:
     return 64 * (mt // 4) + 16 * (mt % 4) + 2 * (r % 8) + r // 8
 
 
-def v_tiles_bits(tiles, D: int, per_tile: bool = True):
+def units(accm, e: int) -> None:
+    """oscar2_fa_v_units: m-tile 4b + k times 2^(e (24 - 2k)) (f32, exact)."""
+    for mt in range(accm.shape[1]):
+        accm[:, mt] = (accm[:, mt].astype(np.float32) * np.float32(2.0 ** (e * (24 - 2 * (mt % 4)))))
+
+
+def v_tiles_bits(tiles, D: int, per_tile: bool = True, subnormal: bool = False):
     """The version of stop 22 with the offsets of stop 24, over a warp's tiles: each tile's
     2-bit rows with weights p_t and 16-bit rows (hot_rows[cell], f16 values or None) with
     weights p_hot, into one set of accumulators; O^T[dim][query vector]. tiles: a list of
     (rows, p_t, hot_rows, p_hot). per_tile: the offsets leave the accumulators at the end of
     each tile, their sums from an mma with A all ones (stop 24); else once at the end, from
-    each lane's f32 sums of P' (stops 22-23)."""
+    each lane's f32 sums of P' (stops 22-23). subnormal: the codes as f16 subnormals, exponent
+    field 0 (c * 2^(2k - 24), no offsets), m-tile 4b + k summing in units of 2^(2k - 24),
+    brought to plain units around the 16-bit rows' mma and at the end (stop 24's
+    `next/subnormal-codes.diff`)."""
     nb = D // QK
     accm = np.zeros((32, D // 16, 4))
     accb = np.zeros((32, nb, 4))
@@ -156,7 +165,9 @@ def v_tiles_bits(tiles, D: int, per_tile: bool = True):
                     pb0 = u_of(h2_of(b0) * h2_of(d01))
                     pb1 = u_of(h2_of(b1) * h2_of(d89))
                     A.setdefault(('b', b), []).append(((m01, m01, m89, m89), (b0, b1)))
-                    if per_tile:
+                    if subnormal:
+                        pass
+                    elif per_tile:
                         A.setdefault(('s', b), []).append(((ones,) * 4, (pb0, pb1)))
                     else:
                         accp[lane, b] += np.float32(h2_of(pb0).astype(np.float32).sum() + h2_of(pb1).astype(np.float32).sum())
@@ -165,7 +176,7 @@ def v_tiles_bits(tiles, D: int, per_tile: bool = True):
                     z01, z89 = y01 >> 8, y89 >> 8
                     for k in range(4):
                         mask = 0x00030003 << (2 * k)
-                        ex = ((25 - 2 * k) << 10) * 0x00010001
+                        ex = 0 if subnormal else ((25 - 2 * k) << 10) * 0x00010001
                         a = tuple((x & mask) | ex for x in (y01, z01, y89, z89))
                         A.setdefault(('m', 4 * b + k), []).append((a, (pb0, pb1)))
                 # the 16-bit rows: word 8mt + g of each row (dims 16mt + 2g, 16mt + 2g + 1)
@@ -174,14 +185,19 @@ def v_tiles_bits(tiles, D: int, per_tile: bool = True):
                     u = [u_of(h[16 * mt + 2 * g:16 * mt + 2 * g + 2]) if h is not None else 0 for h in hot4]
                     a = (prmt(u[0], u[1], 0x5410), prmt(u[0], u[1], 0x7632), prmt(u[2], u[3], 0x5410), prmt(u[2], u[3], 0x7632))
                     A.setdefault(('h', mt), []).append((a, (hb0, hb1)))
-            # one mma per entry of each lane's list, in order
-            for (kind, i), regs in A.items():
+            # one mma per entry of each lane's list, in order (the 16-bit rows' after the codes',
+            # as in the kernel; in plain units when the codes sum in units of 2^(2k - 24))
+            for (kind, i), regs in sorted(A.items(), key=lambda kv: kv[0][0] == 'h'):
+                if kind == 'h' and subnormal and i == 0:
+                    units(accm, 1)
                 n = len(regs) // 32
                 for j in range(n):
                     part = [regs[lane * n + j] for lane in range(32)]
                     acc = {'b': accb, 's': accs}.get(kind, accm)
                     mma(acc[:, i], [r[0] for r in part], [r[1] for r in part])
-        if per_tile:  # oscar2_fa_v_offsets: f32 FFMA
+                if kind == 'h' and subnormal and i == D // 16 - 1:
+                    units(accm, -1)
+        if per_tile and not subnormal:  # oscar2_fa_v_offsets: f32 FFMA
             for lane in range(32):
                 for b in range(nb):
                     s0, s1 = accs[lane, b, 0], accs[lane, b, 1]
@@ -189,7 +205,9 @@ def v_tiles_bits(tiles, D: int, per_tile: bool = True):
                         off = np.float32(1024 >> (2 * k))
                         x = accm[lane, 4 * b + k].astype(np.float32)
                         accm[lane, 4 * b + k] = x - off * np.array([s0, s1, s0, s1], dtype=np.float32)
-    if not per_tile:
+    if subnormal:
+        units(accm, 1)
+    elif not per_tile:
         # stops 22-23: sum over the lanes of each query vector g, then off_k times it out
         tot = np.array([[accp[4 * g:4 * g + 4, b].sum() for b in range(nb)] for g in range(8)])  # [g][b]
         for lane in range(32):
@@ -293,10 +311,11 @@ def main() -> None:
                 p_hot[:QV, c] = rng.uniform(0, 1, QV).astype(np.float16)
             ref_h = ref + sum((p_hot[:, c].astype(np.float64)[None, :] * hot_rows[c].astype(np.float64)[:, None]
                                for c in set(hot.tolist())), np.zeros((D, 8)))
-            O = v_tiles_bits([(rows, p, hot_rows, p_hot)], D)
-            err = np.abs(O - ref_h).max() / np.abs(ref_h).max()
-            print(f"D={D:3d} QV={QV} bits (with 16-bit rows): max rel err {err:.2e}")
-            assert err < 5e-3, "mismatch"
+            for sub in (False, True):
+                O = v_tiles_bits([(rows, p, hot_rows, p_hot)], D, subnormal=sub)
+                err = np.abs(O - ref_h).max() / np.abs(ref_h).max()
+                print(f"D={D:3d} QV={QV} bits{' subnormal' if sub else ''} (with 16-bit rows): max rel err {err:.2e}")
+                assert err < 5e-3, "mismatch"
     # a warp over several tiles, with values as test-backend-ops makes them (uniform in [-1, 1],
     # so that the weighted sum is small beside its terms) and the tensor cores' rounding: the
     # offsets kept to the end (stops 22-23) against per tile (stop 24); NMSE as test-backend-ops
@@ -312,12 +331,13 @@ def main() -> None:
                 tiles.append((rows, p, [None] * 32, np.zeros((8, 40), dtype=np.float16), vals))
             ref = sum(((t[1][:, :32].astype(np.float64) @ t[4]).T for t in tiles), np.zeros((D, 8)))[:, :4]
             nmse = {}
-            for per_tile in (False, True):
-                O = v_tiles_bits([t[:4] for t in tiles], D, per_tile)[:, :4]
-                nmse[per_tile] = ((O - ref) ** 2).sum() / (ref ** 2).sum()
+            for form, kw in (('end', dict(per_tile=False)), ('tile', dict(per_tile=True)), ('sub', dict(subnormal=True))):
+                O = v_tiles_bits([t[:4] for t in tiles], D, **kw)[:, :4]
+                nmse[form] = ((O - ref) ** 2).sum() / (ref ** 2).sum()
             print(f"D={D:3d} {args.tiles} tiles, f32 sums cut with {extra} extra bits: NMSE offsets at the end "
-                  f"{nmse[False]:.2e}, per tile {nmse[True]:.2e}")
-            assert nmse[True] < 5e-6, "per-tile offsets: NMSE too large"
+                  f"{nmse['end']:.2e}, per tile {nmse['tile']:.2e}, subnormal codes {nmse['sub']:.2e}")
+            assert nmse['tile'] < 5e-6, "per-tile offsets: NMSE too large"
+            assert nmse['sub'] < 1e-6, "subnormal codes: NMSE too large"
     print("ok")
 
 
