@@ -5,8 +5,8 @@
 # 0.1 ms per token). Expected: depth 0 +1-2 %, nothing else (the chunk sizes of every other
 # cache are unchanged; checked with a copy of the function in Python, stop 24).
 #   a  .dC/k38.tar.zst  the 36 patches as committed in stop 24
-#   g  .dC/k39.tar.zst  the same with next/grid-combine.diff (build it here first: apply the diff
-#                       to llama.cpp/, cmake --build build-cuda-local, pack as .dC/k39.tar.zst
+#   g  .dC/k39.tar.zst  the same with next/grid-combine.diff (built in stop 24, sm_90; if .dC is
+#                       gone: apply the diff to llama.cpp/, cmake --build build-cuda-local, pack
 #                       with zstd --patch-from the uncompressed .dC/bin.tar.xz)
 # The whole test step on g (its 256-cell cases then take the single-chunk path), the op at 4k
 # and with windows at 512 cells, decode at depth 0 / 64k three rounds each.
