@@ -51,27 +51,10 @@ def test_v_offsets_kept_to_the_end_fail_the_bound():
     """The rounding model sees stops 22-23's fault: 6 tiles with the offsets at the end exceed the
     NMSE bound that the per-tile form meets by far."""
     v = _load_v()
-    rng = np.random.default_rng(7)
-    v.TC_EXTRA_BITS = 0
-    D = 64
-    tiles = []
-    for _ in range(6):
-        rows, vals = v.make_rows(rng, 32, D, d_range=(0.62, 0.68), m_range=(-1.02, -0.95))
-        p = np.zeros((8, 40), dtype=np.float16)
-        p[:4, :32] = np.exp(rng.uniform(-1.5, 0, (4, 32))).astype(np.float16)
-        tiles.append((rows, p, [None] * 32, np.zeros((8, 40), dtype=np.float16), vals))
-    ref = sum(((t[1][:, :32].astype(np.float64) @ t[4]).T for t in tiles), np.zeros((D, 8)))[:, :4]
-    def nmse(per_tile: bool) -> float:
-        out = v.v_tiles_bits([t[:4] for t in tiles], D, per_tile)[:, :4]
-        return ((out - ref) ** 2).sum() / (ref ** 2).sum()
-
-    cut = {per_tile: nmse(per_tile) for per_tile in (False, True)}
-    assert cut[True] < 5e-6
-    assert cut[False] > 5e-5 > 10 * cut[True]
-    # control: with exact sums both forms are right, so the old form fails above by its rounding
-    # alone and not by a fault of its own in the emulation
-    v.TC_EXTRA_BITS = None
-    try:
-        assert nmse(False) < 1e-6 and nmse(True) < 1e-6
-    finally:
-        v.TC_EXTRA_BITS = 0
+    cut = v.warp_tiles_nmse(np.random.default_rng(7), 64, 6, 0, ("end", "tile"))
+    assert cut["tile"] < 5e-6
+    assert cut["end"] > 5e-5 > 10 * cut["tile"]
+    # control: with exact sums (the same tiles) both forms are right, so the old form fails above
+    # by its rounding alone and not by a fault of its own in the emulation
+    exact = v.warp_tiles_nmse(np.random.default_rng(7), 64, 6, None, ("end", "tile"))
+    assert exact["end"] < 1e-6 and exact["tile"] < 1e-6

@@ -9,7 +9,7 @@ that builds V from m + d*c in the fragments ("scaled"), the one that moves d to 
 the minima and the 1024 offsets with two extra mma ("folded", stops 10-21), and the one that
 takes each code where it lies, under an exponent that gives it weight 1 ("bits", stop 22),
 with the offsets that this adds taken out at the end of each tile from sums of P' by an mma
-with A all ones (stop 24; stops 22-23 took them out once per chunk, which `per_tile=False`
+with A all ones (stop 24; stops 22-23 took them out once per chunk, which form 'end'
 repeats); "bits" also runs the 16-bit pool rows' path (oscar2_fa_v_hot_mma) into the same
 accumulators, for the cells read from the pool. With TC_EXTRA_BITS set, the mma's f32 sums
 are cut as tensor cores cut them (tc_add), and a warp of several tiles (--tiles) shows what
@@ -136,16 +136,21 @@ def units(accm, e: int) -> None:
         accm[:, mt] = (accm[:, mt].astype(np.float32) * np.float32(2.0 ** (e * (24 - 2 * (mt % 4)))))
 
 
-def v_tiles_bits(tiles, D: int, per_tile: bool = True, subnormal: bool = False):
+FORMS = ('end', 'tile', 'subnormal')
+
+
+def v_tiles_bits(tiles, D: int, form: str = 'tile'):
     """The version of stop 22 with the offsets of stop 24, over a warp's tiles: each tile's
     2-bit rows with weights p_t and 16-bit rows (hot_rows[cell], f16 values or None) with
     weights p_hot, into one set of accumulators; O^T[dim][query vector]. tiles: a list of
-    (rows, p_t, hot_rows, p_hot). per_tile: the offsets leave the accumulators at the end of
-    each tile, their sums from an mma with A all ones (stop 24); else once at the end, from
-    each lane's f32 sums of P' (stops 22-23). subnormal: the codes as f16 subnormals, exponent
-    field 0 (c * 2^(2k - 24), no offsets), m-tile 4b + k summing in units of 2^(2k - 24),
-    brought to plain units around the 16-bit rows' mma and at the end (stop 24's
+    (rows, p_t, hot_rows, p_hot). form (FORMS): 'tile', the offsets leave the accumulators at
+    the end of each tile, their sums from an mma with A all ones (stop 24); 'end', once at the
+    end, from each lane's f32 sums of P' (stops 22-23); 'subnormal', the codes as f16
+    subnormals, exponent field 0 (c * 2^(2k - 24), no offsets), m-tile 4b + k summing in units
+    of 2^(2k - 24), brought to plain units around the 16-bit rows' mma and at the end (stop 24's
     `next/subnormal-codes.diff`)."""
+    assert form in FORMS, form
+    subnormal = form == 'subnormal'
     nb = D // QK
     accm = np.zeros((32, D // 16, 4))
     accb = np.zeros((32, nb, 4))
@@ -165,11 +170,9 @@ def v_tiles_bits(tiles, D: int, per_tile: bool = True, subnormal: bool = False):
                     pb0 = u_of(h2_of(b0) * h2_of(d01))
                     pb1 = u_of(h2_of(b1) * h2_of(d89))
                     A.setdefault(('b', b), []).append(((m01, m01, m89, m89), (b0, b1)))
-                    if subnormal:
-                        pass
-                    elif per_tile:
+                    if form == 'tile':
                         A.setdefault(('s', b), []).append(((ones,) * 4, (pb0, pb1)))
-                    else:
+                    elif form == 'end':
                         accp[lane, b] += np.float32(h2_of(pb0).astype(np.float32).sum() + h2_of(pb1).astype(np.float32).sum())
                     y01 = prmt(int(r0[5 * b + wq]), int(r1[5 * b + wq]), sel)
                     y89 = prmt(int(r8[5 * b + wq]), int(r9[5 * b + wq]), sel)
@@ -197,7 +200,7 @@ def v_tiles_bits(tiles, D: int, per_tile: bool = True, subnormal: bool = False):
                     mma(acc[:, i], [r[0] for r in part], [r[1] for r in part])
                 if kind == 'h' and subnormal and i == D // 16 - 1:
                     units(accm, -1)
-        if per_tile and not subnormal:  # oscar2_fa_v_offsets: f32 FFMA
+        if form == 'tile':  # oscar2_fa_v_offsets: f32 FFMA
             for lane in range(32):
                 for b in range(nb):
                     s0, s1 = accs[lane, b, 0], accs[lane, b, 1]
@@ -207,7 +210,7 @@ def v_tiles_bits(tiles, D: int, per_tile: bool = True, subnormal: bool = False):
                         accm[lane, 4 * b + k] = x - off * np.array([s0, s1, s0, s1], dtype=np.float32)
     if subnormal:
         units(accm, 1)
-    elif not per_tile:
+    elif form == 'end':
         # stops 22-23: sum over the lanes of each query vector g, then off_k times it out
         tot = np.array([[accp[4 * g:4 * g + 4, b].sum() for b in range(nb)] for g in range(8)])  # [g][b]
         for lane in range(32):
@@ -283,6 +286,31 @@ def v_tile(rows, p_t, D: int, folded: bool):
     return O
 
 
+def warp_tiles_nmse(rng, D: int, n_tiles: int, extra: int | None, forms=FORMS) -> dict[str, float]:
+    """NMSE (as test-backend-ops counts it) of each form of v_tiles_bits over one warp's n_tiles
+    tiles of 4 query vectors, with the mma's f32 sums cut keeping `extra` bits (None: exact).
+    The values are as test-backend-ops makes them (uniform in [-1, 1], so that the weighted sum
+    is small beside its terms), the weights exp of uniform [-1.5, 0]."""
+    global TC_EXTRA_BITS
+    tiles, ref = [], np.zeros((D, 8))
+    for _ in range(n_tiles):
+        rows, vals = make_rows(rng, 32, D, d_range=(0.62, 0.68), m_range=(-1.02, -0.95))
+        p = np.zeros((8, 40), dtype=np.float16)
+        p[:4, :32] = np.exp(rng.uniform(-1.5, 0, (4, 32))).astype(np.float16)
+        tiles.append((rows, p, [None] * 32, np.zeros((8, 40), dtype=np.float16)))
+        ref += (p[:, :32].astype(np.float64) @ vals).T
+    ref = ref[:, :4]
+    saved, TC_EXTRA_BITS = TC_EXTRA_BITS, extra
+    try:
+        out = {}
+        for form in forms:
+            O = v_tiles_bits(tiles, D, form)[:, :4]
+            out[form] = ((O - ref) ** 2).sum() / (ref ** 2).sum()
+        return out
+    finally:
+        TC_EXTRA_BITS = saved
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--trials', type=int, default=3)
@@ -311,33 +339,20 @@ def main() -> None:
                 p_hot[:QV, c] = rng.uniform(0, 1, QV).astype(np.float16)
             ref_h = ref + sum((p_hot[:, c].astype(np.float64)[None, :] * hot_rows[c].astype(np.float64)[:, None]
                                for c in set(hot.tolist())), np.zeros((D, 8)))
-            for sub in (False, True):
-                O = v_tiles_bits([(rows, p, hot_rows, p_hot)], D, subnormal=sub)
+            for form in ('tile', 'subnormal'):
+                O = v_tiles_bits([(rows, p, hot_rows, p_hot)], D, form)
                 err = np.abs(O - ref_h).max() / np.abs(ref_h).max()
-                print(f"D={D:3d} QV={QV} bits{' subnormal' if sub else ''} (with 16-bit rows): max rel err {err:.2e}")
+                print(f"D={D:3d} QV={QV} bits, {form} (with 16-bit rows): max rel err {err:.2e}")
                 assert err < 5e-3, "mismatch"
-    # a warp over several tiles, with values as test-backend-ops makes them (uniform in [-1, 1],
-    # so that the weighted sum is small beside its terms) and the tensor cores' rounding: the
-    # offsets kept to the end (stops 22-23) against per tile (stop 24); NMSE as test-backend-ops
-    global TC_EXTRA_BITS
+    # a warp over several tiles with the tensor cores' rounding: the offsets kept to the end
+    # (stops 22-23), per tile (stop 24), and the subnormal codes (prepared in stop 24)
     for extra in (0, 3):
-        TC_EXTRA_BITS = extra
         for D in (64, 128):
-            tiles = []
-            for _ in range(args.tiles):
-                rows, vals = make_rows(rng, 32, D, d_range=(0.62, 0.68), m_range=(-1.02, -0.95))
-                p = np.zeros((8, 40), dtype=np.float16)
-                p[:4, :32] = np.exp(rng.uniform(-1.5, 0, (4, 32))).astype(np.float16)
-                tiles.append((rows, p, [None] * 32, np.zeros((8, 40), dtype=np.float16), vals))
-            ref = sum(((t[1][:, :32].astype(np.float64) @ t[4]).T for t in tiles), np.zeros((D, 8)))[:, :4]
-            nmse = {}
-            for form, kw in (('end', dict(per_tile=False)), ('tile', dict(per_tile=True)), ('sub', dict(subnormal=True))):
-                O = v_tiles_bits([t[:4] for t in tiles], D, **kw)[:, :4]
-                nmse[form] = ((O - ref) ** 2).sum() / (ref ** 2).sum()
+            nmse = warp_tiles_nmse(rng, D, args.tiles, extra)
             print(f"D={D:3d} {args.tiles} tiles, f32 sums cut with {extra} extra bits: NMSE offsets at the end "
-                  f"{nmse['end']:.2e}, per tile {nmse['tile']:.2e}, subnormal codes {nmse['sub']:.2e}")
+                  f"{nmse['end']:.2e}, per tile {nmse['tile']:.2e}, subnormal codes {nmse['subnormal']:.2e}")
             assert nmse['tile'] < 5e-6, "per-tile offsets: NMSE too large"
-            assert nmse['sub'] < 1e-6, "subnormal codes: NMSE too large"
+            assert nmse['subnormal'] < 1e-6, "subnormal codes: NMSE too large"
     print("ok")
 
 
