@@ -13,8 +13,12 @@
 # 4k and 64k cells, 8 KV heads x GQA 4, head 128); decode at depth 0 and 64k (llama-bench, one
 # rep) on the synthetic Qwen3-8B (q4_0 weights, OSCAR tensors); and BATCH sequences of 64k
 # each (default 8; llama-batched-bench -pps; BATCH=0 skips it). STEPS picks among
-# test,perf,decode,batch (default all). Environment: BIN_TAR (default .dB/bin.tar.xz),
-# SRC_TAR (default .dB/gguf-py.tar.xz), OUT (the call's returned folder).
+# test,perf,decode,batch (default all) and err: first, each build's error on the attention
+# cases matching ERR_P, one line per case, with GGML_CUDA_OSCAR2_CHUNK at each of ERR_CHUNKS
+# (default "0 1024"; 0 is the grid's own chunks); ERR_TEST=NAME runs every build's kernels
+# under build NAME's test-backend-ops (cases the other builds' programs lack). Environment:
+# BIN_TAR (default .dB/bin.tar.xz), SRC_TAR (default .dB/gguf-py.tar.xz), OUT (the call's
+# returned folder).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -29,6 +33,9 @@ ROUNDS=${ROUNDS:-2}
 BATCH=${BATCH:-8}
 STEPS=${STEPS:-test,perf,decode,batch}
 PERF=${PERF:-hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(4096|65536),nb=1,.*type_K=oscar2,type_V=oscar2}
+ERR_P=${ERR_P:-kv=(4096|16384),nb=1.*type_K=oscar2,type_V=oscar2}
+ERR_CHUNKS=${ERR_CHUNKS:-0 1024}
+ERR_TEST=${ERR_TEST:-}
 SYN=/tmp/qwen3-8b-geometry-q4_0-oscar.gguf
 mkdir -p "$OUT" /tmp/ab-logs
 names=()
@@ -46,6 +53,22 @@ last=${names[-1]%%:*}
 has() { [[ ",$STEPS," == *",$1,"* ]]; }
 {
 date +%T
+if has err; then
+    prog=${ERR_TEST:+$(dir_of "$ERR_TEST")/bin/test-backend-ops}
+    for nd in "${names[@]}"; do
+        dir=${nd#*:}
+        if [ -n "$prog" ] && [ "$dir/bin/test-backend-ops" != "$prog" ]; then
+            # this build's kernels (its libraries) under ERR_TEST's test program
+            rm -rf "$dir-err" && cp -a "$dir" "$dir-err" && cp "$prog" "$dir-err/bin/" && dir=$dir-err
+        fi
+        for chunk in $ERR_CHUNKS; do
+            GGML_TEST_PRINT_ERR=1 GGML_CUDA_OSCAR2_CHUNK=$chunk CUDA_BUILD_DIR=$dir timeout 120 bash $S run test-backend-ops test -b CUDA0 \
+                -o FLASH_ATTN_EXT -p "$ERR_P" 2>&1 | grep -E "FLASH_ATTN_EXT\]|tests passed" \
+                | sed -E 's/\x1b\[[0-9;]*m//g; s/\[NONE\][^F]*//; s/,(mask|sinks|max_bias|logit_softcap|prec|permute|kv_view|v_is_view_of_k|n_kv_max|hsv|type_K|type_V|hot_K|hot_V)=[^,)]*//g' \
+                | cut -c1-150 | sed "s/^/${nd%%:*} chunk $chunk: /"
+        done
+    done
+fi
 if has test; then
     CUDA_BUILD_DIR=$(dir_of "$last") timeout 170 bash $S test
     cp "$OUT"/test-*.log /tmp/ab-logs/ 2>/dev/null

@@ -10,26 +10,10 @@
 #   a  .dC/k38.tar.zst  the 36 patches as committed in stop 24
 #   s  .dC/k40.tar.zst  the same with next/subnormal-codes.diff (built in stop 24, sm_90), which
 #                       also adds an oscar2 attention case over 64k cells to the test set
-# The chunked errors at 4k / 16k / 64k come from s's test program for both kernels (a's library
-# beside s's test-backend-ops in /tmp/ab-o-mix), with the grid's chunks and 2048 cells per block;
-# then scripts/device-ab.sh a s: the whole test step on s, the op, decode at depth 0 / 64k and
-# 8 x 64k, alternating twice.
-export SRC_TAR=.dC/gguf-py.tar.xz
-S=scripts/device-cuda.sh
-RET=$OUT
-for b in a:k38 s:k40; do
-    CUDA_BUILD_DIR=/tmp/ab-${b%%:*}-${b#*:} BIN_TAR=.dC/bin.tar.xz BIN_PATCH=.dC/${b#*:}.tar.zst timeout 90 bash $S build > /dev/null || echo "build $b failed"
-done
-rm -rf /tmp/ab-o-mix && cp -a /tmp/ab-a-k38 /tmp/ab-o-mix && cp /tmp/ab-s-k40/bin/test-backend-ops /tmp/ab-o-mix/bin/
-{
-for b in o:mix s:k40; do
-    for chunk in 0 2048; do
-        GGML_TEST_PRINT_ERR=1 GGML_CUDA_OSCAR2_CHUNK=$chunk CUDA_BUILD_DIR=/tmp/ab-${b%%:*}-${b#*:} timeout 120 bash $S run test-backend-ops test -b CUDA0 \
-            -o FLASH_ATTN_EXT -p "kv=(4096|16384|65536),nb=1.*type_K=oscar2,type_V=oscar2" 2>&1 \
-            | grep -E "FLASH_ATTN_EXT\]" | sed -E 's/\x1b\[[0-9;]*m//g; s/\[NONE\][^F]*//; s/,(mask|sinks|max_bias|logit_softcap|prec|permute|kv_view|v_is_view_of_k|n_kv_max|hsv|type_K|type_V|hot_K|hot_V)=[^,)]*//g' \
-            | cut -c1-150 | sed "s/^/${b%%:*} chunk $chunk: /"
-    done
-done
-} 2>&1 | tee $RET/chunk-err.txt
+# First each build's errors at 4k / 16k / 64k cells through s's test program (ERR_TEST: a's
+# kernels under it too), with the grid's chunks and 2048 cells per block; then the whole test
+# step on s, the op, decode at depth 0 / 64k and 8 x 64k, alternating twice.
+STEPS=err,test,perf,decode,batch ERR_TEST=s ERR_CHUNKS="0 2048" \
+ERR_P="kv=(4096|16384|65536),nb=1.*type_K=oscar2,type_V=oscar2" \
 PERF="(hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=(4096|16384|65536),nb=1,.*type_K=oscar2,type_V=oscar2|hs=128,nh=8,gqa=4,kv=65536,nb=1,ns=1,n_sink=64,n_recent=256,type_K=oscar2,type_V=oscar2)" \
-    BIN_TAR=.dC/bin.tar.xz bash scripts/device-ab.sh a=.dC/k38.tar.zst s=.dC/k40.tar.zst
+SRC_TAR=.dC/gguf-py.tar.xz BIN_TAR=.dC/bin.tar.xz bash scripts/device-ab.sh a=.dC/k38.tar.zst s=.dC/k40.tar.zst
