@@ -10,7 +10,8 @@ the minima and the 1024 offsets with two extra mma ("folded", stops 10-21), and 
 takes each code where it lies, under an exponent that gives it weight 1 ("bits", stop 22),
 with the offsets that this adds taken out at the end of each tile from sums of P' by an mma
 with A all ones (stop 24; stops 22-23 took them out once per chunk, which form 'end'
-repeats); "bits" also runs the 16-bit pool rows' path (oscar2_fa_v_hot_mma) into the same
+repeats), and the codes as f16 subnormals with no offsets at all (patch 0037, stop 25, form
+'subnormal', the kernel's form now); "bits" also runs the 16-bit pool rows' path (oscar2_fa_v_hot_mma) into the same
 accumulators, for the cells read from the pool. With TC_EXTRA_BITS set, the mma's f32 sums
 are cut as tensor cores cut them (tc_add), and a warp of several tiles (--tiles) shows what
 that does to each form.
@@ -147,8 +148,8 @@ def v_tiles_bits(tiles, D: int, form: str = 'tile'):
     the end of each tile, their sums from an mma with A all ones (stop 24); 'end', once at the
     end, from each lane's f32 sums of P' (stops 22-23); 'subnormal', the codes as f16
     subnormals, exponent field 0 (c * 2^(2k - 24), no offsets), m-tile 4b + k summing in units
-    of 2^(2k - 24), brought to plain units around the 16-bit rows' mma and at the end (stop 24's
-    `next/subnormal-codes.diff`)."""
+    of 2^(2k - 24), brought to plain units around the 16-bit rows' mma and at the end (patch
+    0037, stop 25: the kernel's form)."""
     assert form in FORMS, form
     subnormal = form == 'subnormal'
     nb = D // QK
@@ -345,7 +346,7 @@ def main() -> None:
                 print(f"D={D:3d} QV={QV} bits, {form} (with 16-bit rows): max rel err {err:.2e}")
                 assert err < 5e-3, "mismatch"
     # a warp over several tiles with the tensor cores' rounding: the offsets kept to the end
-    # (stops 22-23), per tile (stop 24), and the subnormal codes (prepared in stop 24)
+    # (stops 22-23), per tile (stop 24), and the subnormal codes (patch 0037, stop 25)
     for extra in (0, 3):
         for D in (64, 128):
             nmse = warp_tiles_nmse(rng, D, args.tiles, extra)
