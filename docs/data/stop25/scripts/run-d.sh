@@ -3,7 +3,9 @@
 # 1. ncu kernel tables of decoded tokens at depth 0, f16 and oscar2 (graphs off, clocks free,
 #    caches not flushed; scripts/ncu-kernel-table.py), synthetic Qwen3-8B, q4_0 weights, R_V stored;
 # 2. ncu of the decode kernel alone at 64k cells with windows (the op test): instruction counts,
-#    warp states and the SASS by opcode (no -lineinfo build: the SASS view only).
+#    warp states and the SASS by opcode (no -lineinfo build: the SASS view only). Its pattern
+#    matched no case (the windows cases' names carry hot_K, hot_V before shuffled): ncu profiled
+#    nothing, and call E (run-e.sh) ran this part again.
 S=scripts/device-cuda.sh
 RET=$OUT
 export OUT=/tmp/res WEIGHTS=q4_0 SYNTH_OSCAR=1 SRC_TAR=.dC/gguf-py.tar.xz CUDA_BUILD_DIR=/tmp/final
