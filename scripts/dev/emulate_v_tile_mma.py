@@ -91,18 +91,15 @@ def mma(acc, A, B):
             Am[row, k0:k0 + 2] = h2_of(A[lane][r]).astype(np.float64)
         for r, k0 in enumerate([2 * t, 2 * t + 8]):
             Bm[k0:k0 + 2, g] = h2_of(B[lane][r]).astype(np.float64)
-    if TC_EXTRA_BITS is None:
-        C = Am @ Bm
-        for lane in range(32):
-            g, t = lane // 4, lane % 4
-            acc[lane] += np.array([C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]])
-        return
-    prods = Am[:, :, None] * Bm[None, :, :]  # [row][k][col], exact
     C0 = np.zeros((16, 8))
     for lane in range(32):
         g, t = lane // 4, lane % 4
         C0[g, 2 * t], C0[g, 2 * t + 1], C0[g + 8, 2 * t], C0[g + 8, 2 * t + 1] = acc[lane]
-    C = tc_add(C0, prods.transpose(1, 0, 2), TC_EXTRA_BITS)
+    if TC_EXTRA_BITS is None:
+        C = C0 + Am @ Bm
+    else:
+        prods = Am[:, :, None] * Bm[None, :, :]  # [row][k][col], exact
+        C = tc_add(C0, prods.transpose(1, 0, 2), TC_EXTRA_BITS)
     for lane in range(32):
         g, t = lane // 4, lane % 4
         acc[lane] = np.array([C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1]])
