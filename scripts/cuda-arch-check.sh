@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Compile the CUDA files our patch series adds or changes for every architecture of the
 # default CUDA=1 list, on a machine without a GPU: catches code that needs a newer chip
-# than an architecture of the list has (stop 12 found mma m16n8k16 and cp.async, Ampere-only,
-# breaking the sm_75 build). Uses the compile commands of a configured CUDA build directory
+# than an architecture of the list has (for example mma m16n8k16 and cp.async, Ampere-only,
+# in an sm_75 build). Uses the compile commands of a configured CUDA build directory
 # (scripts/build-cuda-nogpu.sh makes one); writes nothing there.
 #   scripts/cuda-arch-check.sh [BUILD_DIR]     (default build-cuda-local; CUDA_ARCH="75;80;86;89;90";
 #                                              FILES: default every .cu file of ggml-cuda/ that the

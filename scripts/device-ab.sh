@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Time several CUDA builds side by side in one device call (the device tool), alternating, so
 # that their ratios come from one machine state. Each build is a zstd patch of a bin/ tarball
-# made on a machine without a GPU (scripts/build-cuda-nogpu.sh's directory, packed as in
-# docs/data/stop22/scripts/run-a.sh's header).
+# made on a machine without a GPU (scripts/build-cuda-nogpu.sh's directory), packed against
+# the base tarball BIN_TAR:
+#   xz -dc .dB/bin.tar.xz > /tmp/base.tar; tar -C build-cuda-local/bin -cf /tmp/cur.tar .
+#   zstd -19 --long=28 --patch-from=/tmp/base.tar /tmp/cur.tar -o .dB/cur.tar.zst
 #
 #   scripts/device-ab.sh NAME=PATCH [NAME=PATCH ...]
 #
@@ -74,7 +76,7 @@ if has test; then
     cp "$OUT"/test-*.log /tmp/ab-logs/ 2>/dev/null
     GGML_TEST_PRINT_ERR=1 CUDA_BUILD_DIR=$(dir_of "$last") timeout 120 bash $S run test-backend-ops test -b CUDA0 -o FLASH_ATTN_EXT -p oscar2 \
         > /tmp/ab-logs/fa-err-$last.log 2>&1
-    python3 docs/data/stop18/next/fa-err-summary.py /tmp/ab-logs/fa-err-$last.log | grep -E "^path|oscar2/oscar2"
+    python3 scripts/dev/fa-err-summary.py /tmp/ab-logs/fa-err-$last.log | grep -E "^path|oscar2/oscar2"
     xz -T4 -f /tmp/ab-logs/fa-err-$last.log
 fi
 if has perf; then

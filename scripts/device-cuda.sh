@@ -23,8 +23,8 @@
 #            llama-perplexity (equal results), with the start-up line on where attention runs;
 #            says so and skips on a one-GPU machine
 #   run      (alone, first) run PROGRAM [ARGS...] from $BIN with the right LD_LIBRARY_PATH:
-#            CUDA_BUILD_DIR=/tmp/new scripts/device-cuda.sh run llama-bench -m ... (for call scripts
-#            that time several builds side by side)
+#            CUDA_BUILD_DIR=/tmp/new scripts/device-cuda.sh run llama-bench -m ... (for scripts
+#            that time several builds side by side, such as scripts/device-ab.sh)
 # Usage: scripts/device-cuda.sh build test ppl bench batched    (results under $OUT)
 # Environment: SRC_TAR (default .device/llama-src.tar.xz); CUDA_LINEINFO=1 builds with -lineinfo
 # (ncu's source view by CUDA line; the code is the same); BIN_TAR, a tarball of a bin/ directory
@@ -115,8 +115,9 @@ step_test() {
         GGML_CUDA_OSCAR2_CHUNK=$chunk "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p "oscar2" > "$OUT/test-FLASH_ATTN_EXT-chunk$chunk.log" 2>&1 || rc=1
         grep -E "tests passed|FAIL" "$OUT/test-FLASH_ATTN_EXT-chunk$chunk.log" | head -20 | sed "s/^/chunk $chunk /"
     done
-    # the one-kernel rotations of patch 0018 and their grouped launches (patches 0023-0025), also
-    # with every group through the read-then-write launch (GGML_CUDA_ROT_SYNC=1)
+    # the one-kernel rotations (GGML_HINT_SRC0_IS_ROTATION, rot.cu) and their grouped launches
+    # (a layer's rotations in one k_rot launch, the RoPE of Q and K inside it), also with every
+    # group through the read-then-write launch (GGML_CUDA_ROT_SYNC=1)
     "$BIN/test-backend-ops" test -b CUDA0 -o MUL_MAT_ROTATION > "$OUT/test-MUL_MAT_ROTATION.log" 2>&1 || rc=1
     grep -E "tests passed|FAIL" "$OUT/test-MUL_MAT_ROTATION.log" | head -5
     GGML_CUDA_ROT_SYNC=1 "$BIN/test-backend-ops" test -b CUDA0 -o MUL_MAT_ROTATION > "$OUT/test-MUL_MAT_ROTATION-sync.log" 2>&1 || rc=1
@@ -241,7 +242,7 @@ step_split() {
 # the GPU's logits against the CPU's (llama-perplexity --kl-divergence-base on the CPU, then
 # --kl-divergence on the GPU, same binary): PPL_MODEL on PPL_TEXT, ctx 1024, 16 chunks, KLD_UB
 # tokens per batch (default 4: the decode kernel), for KLD_TYPES (default f16 oscar2); prints
-# mean ln(PPL ratio), KLD, same top token and the GPU's PPL per type (stops 18-20)
+# mean ln(PPL ratio), KLD, same top token and the GPU's PPL per type
 step_kld() {
     local m=${PPL_MODEL:-.device/smollm2-oscar-zoo.gguf} f=${PPL_TEXT:-.device/wiki.test.raw} ub=${KLD_UB:-4} kv
     local a=(-m "$m" -f "$f" -c 1024 --chunks 16 -b 1024 -ub "$ub" -fa on)
@@ -279,7 +280,7 @@ step_batched() {
 }
 
 # run PROGRAM [ARGS...]: a program of $BIN with this build's libraries and the machine's CUDA
-# libraries first in LD_LIBRARY_PATH (what the call scripts of stops 13-16 set up by hand)
+# libraries first in LD_LIBRARY_PATH (which a binary built elsewhere needs to find them)
 if [ "${1:-}" = run ]; then
     shift
     [ $# -gt 0 ] || { echo "usage: CUDA_BUILD_DIR=DIR $0 run PROGRAM [ARGS...]" >&2; exit 2; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Figures of calibrated rotations + clipping (issue 4) on SmolLM2-135M through llama.cpp,
+# Figures of calibrated rotations + clipping on SmolLM2-135M through llama.cpp,
 # into results/calib/: WikiText-2 test, ctx 4096, CHUNKS chunks, KLD against the f16 cache
 # of the same (converted) model. Rotations from the zoo (searched clipping) and the same
 # rotations with the published fixed ratios 0.96/0.92.

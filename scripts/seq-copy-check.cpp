@@ -4,8 +4,9 @@
 // (llama_memory_seq_cp), then decodes the same n_next tokens in both sequences, one batch
 // per step, and compares their logits. With a KV stream per sequence (--no-kv-unified, the
 // default here) the copy moves buffers between streams; for oscar2 the 16-bit windows must
-// move with them (patch 0029). The destination first holds other tokens, removed before the
-// copy, so that slots left over from them would show too.
+// move with them (llama_memory_seq_cp gives the copied cells the source's pool slots, and the
+// pools' per-stream views are copied with the buffers). The destination first holds other
+// tokens, removed before the copy, so that slots left over from them would show too.
 //
 // Build against a llama.cpp build (what scripts/device-cuda.sh does on the device):
 //   g++ -O2 -std=c++17 scripts/seq-copy-check.cpp -Illama.cpp/include -Illama.cpp/ggml/include \

@@ -61,7 +61,7 @@ def test_max_context_by_hand():
 
 
 # GPU memory per cell on the H200, Qwen3-8B geometry, llama-bench filling 512 and 66048 cells
-# (docs/data/stop21/callC/c-printed.txt: peak MiB differences over 65536 cells)
+# (the difference of the two runs' peak MiB, over the 65536 cells between them)
 H200_BYTES_PER_CELL = {"f16": 148480, "q8_0": 82624, "q4_0": 45760, "oscar2": 29184}
 
 

@@ -2,7 +2,7 @@
 build`'s list, without a GPU: sm_75 (Turing: the m16n8k8 and m8n8k16 fallbacks, no cp.async)
 and sm_90 (Hopper: PDL, thread-block clusters, cp.async). Kernels are written and changed on
 machines without a GPU and run on one only now and then; this keeps what lands compilable for
-both ends (stop 12 found the sm_75 build broken by Ampere-only instructions).
+both ends (Ampere-only instructions such as mma m16n8k16 and cp.async break the sm_75 build).
 
 Uses nvcc (CUDA 13 on this project's machines) and the compile commands of a CUDA build
 configured by scripts/build-cuda-nogpu.sh (CONFIGURE_ONLY=1: cuBLAS's headers and libraries

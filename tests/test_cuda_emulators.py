@@ -3,11 +3,11 @@
 bit tricks, and the tensor cores' f32 rounding over a warp of several tiles. They run without a
 GPU, so that a kernel change's arithmetic is checked on every CI run, not only when a GPU is lent.
 
-The rounding check runs both forms of the P.V offsets: stop 24's (taken out per tile) must pass
-the bound, and stops 22-23's (kept to the end of the chunk, the fault patch 0035's GPU tests
-found) must fail it, so that the check is known to see the fault. The kernel's form since patch
-0037, the codes as f16 subnormals with no offsets, is held to its bound by the script's own run
-(test_v_tile_mma_emulation_matches_reference)."""
+The rounding check runs both forms of the P.V offsets: taken out per tile, they must pass the
+bound, and kept to the end of the chunk (a loss of precision that the GPU decode tests show once
+their warps take several tiles, GGML_CUDA_OSCAR2_CHUNK) they must fail it, so that the check is
+known to see the fault. The kernel's form, the codes as f16 subnormals with no offsets, is held
+to its bound by the script's own run (test_v_tile_mma_emulation_matches_reference)."""
 from __future__ import annotations
 
 import importlib.util
@@ -50,13 +50,13 @@ def _load_v():
 
 
 def test_v_offsets_kept_to_the_end_fail_the_bound():
-    """The rounding model sees stops 22-23's fault: 6 tiles with the offsets at the end exceed the
+    """The rounding model sees the fault of offsets kept to the end: 6 tiles with them exceed the
     NMSE bound that the per-tile form meets by far."""
     v = _load_v()
     cut = v.warp_tiles_nmse(np.random.default_rng(7), 64, 6, 0, ("end", "tile"))
     assert cut["tile"] < 5e-6
     assert cut["end"] > 5e-5 > 10 * cut["tile"]
-    # control: with exact sums (the same tiles) both forms are right, so the old form fails above
+    # control: with exact sums (the same tiles) both forms are right, so the 'end' form fails above
     # by its rounding alone and not by a fault of its own in the emulation
     exact = v.warp_tiles_nmse(np.random.default_rng(7), 64, 6, None, ("end", "tile"))
     assert exact["end"] < 1e-6 and exact["tile"] < 1e-6

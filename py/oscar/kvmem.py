@@ -3,8 +3,8 @@
 The model mirrors llama.cpp's own accounting (single sequence): each of K and V holds
 ``cells x n_layer x n_head_kv x head_dim`` values of its type, with ``cells`` the context
 padded to 256. An ``oscar2`` side with 16-bit windows adds an F16 pool of
-``min(cells, sink + recent + 512) + 1`` slots per layer (patch 0005: one ubatch of room
-beside the windows, and one spare slot). Standard library only.
+``min(cells, sink + recent + 512) + 1`` slots per layer (llama.cpp's window pool: one ubatch
+of room beside the windows, and one spare slot). Standard library only.
 """
 from __future__ import annotations
 
@@ -77,8 +77,9 @@ def prompt_scratch_per_cell(g: KVGeometry, type_k: str, type_v: str, ubatch: int
     which llama.cpp reserves with the context (its worst-case graph attends over every cell):
     the KQ mask (F16, ubatch per cell); where a side is not F16, upstream's F16 copy of one
     layer's K or V for its tensor-core kernels; with an oscar2 side, instead, the F16 expansion
-    of one layer's K and V and the mask rewritten for it (patch 0032 reserves these too).
-    Measured on the H200 for Qwen3-8B geometry (stop 21): f16 and oscar2 exactly, q8_0 and
+    of one layer's K and V and the mask rewritten for it (these lie in the attention node's
+    own allocation, ggml_cuda_fattn_oscar2_alloc_size, so the reservation counts them too).
+    Measured on the H200 for Qwen3-8B geometry: f16 and oscar2 exactly, q8_0 and
     q4_0 0.8 KiB per cell below this (so the model errs on the small side for them)."""
     for t in (type_k, type_v):
         bits(t)  # (an unknown type name raises here)

@@ -4,15 +4,15 @@ fattn-oscar2.cu) with numpy, and compare it with the plain sum over cells of p *
 
 A development check for kernel changes that cannot run on a GPU yet: it repeats the kernel's
 register arithmetic (byte permutes, shifts, the fragment layouts of mma.m16n8k16 with f16
-inputs and f32 accumulators, as the PTX ISA documents them) on random rows, for the version
-that builds V from m + d*c in the fragments ("scaled"), the one that moves d to P and adds
-the minima and the 1024 offsets with two extra mma ("folded", stops 10-21), and the one that
-takes each code where it lies, under an exponent that gives it weight 1 ("bits", stop 22),
+inputs and f32 accumulators, as the PTX ISA documents them) on random rows, for several forms
+of the step: one that builds V from m + d*c in the fragments ("scaled"); one that moves d to P
+and adds the minima and the 1024 offsets with two extra mma ("folded"); and one that takes
+each code where it lies ("bits"), in three forms: under an exponent that gives it weight 1,
 with the offsets that this adds taken out at the end of each tile from sums of P' by an mma
-with A all ones (stop 24; stops 22-23 took them out once per chunk, which form 'end'
-repeats), and the codes as f16 subnormals with no offsets at all (patch 0037, stop 25, form
-'subnormal', the kernel's form now); "bits" also runs the 16-bit pool rows' path (oscar2_fa_v_hot_mma) into the same
-accumulators, for the cells read from the pool. With TC_EXTRA_BITS set, the mma's f32 sums
+with A all ones (form 'tile') or once per chunk (form 'end', which loses precision over warps
+of many tiles), or as an f16 subnormal with no offsets at all (form 'subnormal', the kernel's
+form). "bits" also runs the 16-bit pool rows' path (oscar2_fa_v_hot_mma) into the
+same accumulators, for the cells read from the pool. With TC_EXTRA_BITS set, the mma's f32 sums
 are cut as tensor cores cut them (tc_add), and a warp of several tiles (--tiles) shows what
 that does to each form.
 
@@ -65,7 +65,7 @@ def make_rows(rng, n_cells: int, D: int, d_range=(0.01, 0.5), m_range=(-2.0, 2.0
 # behavior of NVIDIA tensor cores", PeerJ CS 2021; Hopper not measured there): the products are
 # exact, every term (the accumulator among them) keeps 24 + n bits counted from the largest
 # term's leading bit (cut toward zero 23 + n bits below it), and the sum is cut to f32 toward
-# zero. The H200's errors (stop 24) fit n = 0
+# zero. The errors of the oscar2 decode tests on the H200 fit n = 0
 TC_EXTRA_BITS = None
 
 
@@ -138,15 +138,14 @@ FORMS = ('end', 'tile', 'subnormal')
 
 
 def v_tiles_bits(tiles, D: int, form: str = 'tile'):
-    """The version of stop 22 with the offsets of stop 24, over a warp's tiles: each tile's
-    2-bit rows with weights p_t and 16-bit rows (hot_rows[cell], f16 values or None) with
-    weights p_hot, into one set of accumulators; O^T[dim][query vector]. tiles: a list of
-    (rows, p_t, hot_rows, p_hot). form (FORMS): 'tile', the offsets leave the accumulators at
-    the end of each tile, their sums from an mma with A all ones (stop 24); 'end', once at the
-    end, from each lane's f32 sums of P' (stops 22-23); 'subnormal', the codes as f16
-    subnormals, exponent field 0 (c * 2^(2k - 24), no offsets), m-tile 4b + k summing in units
-    of 2^(2k - 24), brought to plain units around the 16-bit rows' mma and at the end (patch
-    0037, stop 25: the kernel's form)."""
+    """The "bits" step over a warp's tiles: each tile's 2-bit rows with weights p_t and 16-bit
+    rows (hot_rows[cell], f16 values or None) with weights p_hot, into one set of accumulators;
+    O^T[dim][query vector]. tiles: a list of (rows, p_t, hot_rows, p_hot). form (FORMS):
+    'tile', the offsets leave the accumulators at the end of each tile, their sums from an mma
+    with A all ones; 'end', once at the end, from each lane's f32 sums of P'; 'subnormal', the
+    codes as f16 subnormals, exponent field 0 (c * 2^(2k - 24), no offsets), m-tile 4b + k
+    summing in units of 2^(2k - 24), brought to plain units around the 16-bit rows' mma and at
+    the end (the kernel's form)."""
     assert form in FORMS, form
     subnormal = form == 'subnormal'
     nb = D // QK
@@ -209,7 +208,7 @@ def v_tiles_bits(tiles, D: int, form: str = 'tile'):
     if subnormal:
         units(accm, 1)
     elif form == 'end':
-        # stops 22-23: sum over the lanes of each query vector g, then off_k times it out
+        # 'end': sum over the lanes of each query vector g, then off_k times it out
         tot = np.array([[accp[4 * g:4 * g + 4, b].sum() for b in range(nb)] for g in range(8)])  # [g][b]
         for lane in range(32):
             t = lane % 4
@@ -342,8 +341,8 @@ def main() -> None:
                 err = np.abs(O - ref_h).max() / np.abs(ref_h).max()
                 print(f"D={D:3d} QV={QV} bits, {form} (with 16-bit rows): max rel err {err:.2e}")
                 assert err < 5e-3, "mismatch"
-    # a warp over several tiles with the tensor cores' rounding: the offsets kept to the end
-    # (stops 22-23), per tile (stop 24), and the subnormal codes (patch 0037, stop 25)
+    # a warp over several tiles with the tensor cores' rounding: the offsets kept to the end,
+    # taken out per tile, and the subnormal codes (the kernel's form)
     for extra in (0, 3):
         for D in (64, 128):
             nmse = warp_tiles_nmse(rng, D, args.tiles, extra)
