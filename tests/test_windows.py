@@ -1,4 +1,4 @@
-"""16-bit sink and recent windows beside the oscar2 cache (issue: mixed precision).
+"""16-bit sink and recent windows beside the oscar2 cache.
 
 References: the same model decoded token by token (the windows are relative to each
 query, so one batch and token-by-token decoding must agree), the state before a
@@ -120,6 +120,28 @@ def test_state_save_restore_decodes_exactly_as_before(llm, prompt):
         c.set_seq_state(state, 0)
         b2 = c.decode(cont, N_PROMPT)
     assert np.array_equal(a, b2)
+
+
+def test_state_restore_refuses_other_windows(smollm2, llm, prompt):
+    """A state saved with windows of 64 + 256 tokens (K and V) goes into a context with the same
+    windows, and is refused by one with 4 + 8, or with windows for K only: its 16-bit copies
+    would be read under other windows, and the tokens would match neither."""
+    toks, cont = prompt[:N_PROMPT], prompt[N_PROMPT:N_PROMPT + 4]
+    with Context(llm) as c:
+        c.decode(toks, 0, all_logits=False)
+        state = c.seq_state(0)
+        a = c.decode(cont, N_PROMPT)
+    other = oscar.load(smollm2, kv="oscar2", n_ctx=512, kv_sink=4, kv_recent=8)
+    same = oscar.load(smollm2, kv="oscar2", n_ctx=512, kv_sink=64, kv_recent=256)
+    with Context(same) as c:
+        c.set_seq_state(state, 0)
+        assert np.array_equal(c.decode(cont, N_PROMPT), a)
+    with Context(other) as c:
+        with pytest.raises(RuntimeError, match="set_data failed"):
+            c.set_seq_state(state, 0)
+    with Context(llm, kv_k="oscar2", kv_v="f16") as c:
+        with pytest.raises(RuntimeError, match="set_data failed"):
+            c.set_seq_state(state, 0)
 
 
 @pytest.mark.parametrize("unified", [True, False], ids=["one-stream", "stream-per-sequence"])

@@ -1,1 +1,0 @@
-cp .dP2/part.* /tmp/sp/ && scripts/device-split.sh --join /tmp/sp /tmp/sp/model.gguf && PPL_MODEL=/tmp/sp/model.gguf PPL_TEXT=.dP2/wiki.test.raw PPL_TYPES="f16 oscar2" CUDA_BUILD_DIR=/tmp/bb bash scripts/device-cuda.sh ppl 2>&1 | tee $OUT/s16f-printed.txt
