@@ -43,7 +43,9 @@ VARIANTS = {
     "head-2chunks": (True, 0.5, "uhp", "uhp", True),
 }
 ALIASES = {"smollm2-135m": (paths.SMOLLM2_FILE, None),
-           "gemma3-270m": ("gemma-3-270m-it-Q4_K_M.gguf", "gemma-3-270m-hf")}
+           "gemma3-270m": ("gemma-3-270m-it-Q4_K_M.gguf", "gemma-3-270m-hf"),
+           "qwen2.5-coder-0.5b": ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-hf"),
+           "qwen2.5-coder-1.5b": ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b-instruct-hf")}
 
 
 def main() -> int:

@@ -15,7 +15,8 @@ class Context:
     """A llama_context on an already loaded model (``llm.model`` of oscar.load)."""
 
     def __init__(self, llm, kv: str = "oscar2", n_ctx: int = 2048, n_seq_max: int = 1,
-                 n_batch: int = 512, n_ubatch: int = 512, n_threads: int = 2, unified: bool = True):
+                 n_batch: int = 512, n_ubatch: int = 512, n_threads: int = 2, unified: bool = True,
+                 kv_k: str | None = None, kv_v: str | None = None):
         self.ll = bindings()
         self.llm = llm
         p = self.ll.llama_context_default_params()
@@ -25,8 +26,8 @@ class Context:
         p.n_seq_max = n_seq_max
         p.n_threads = n_threads
         p.n_threads_batch = n_threads
-        p.type_k = kv_type(kv)
-        p.type_v = kv_type(kv)
+        p.type_k = kv_type(kv_k or kv)
+        p.type_v = kv_type(kv_v or kv)
         p.flash_attn_type = self.ll.LLAMA_FLASH_ATTN_TYPE_ENABLED
         p.kv_unified = unified
         self.ctx = self.ll.llama_init_from_model(llm.model, p)

@@ -106,7 +106,8 @@ def rotations_for(shape, **over):
 def run_bad(args, capsys):
     rc = cli.convert_main(args + ["-q"])
     err = capsys.readouterr().err
-    assert rc == 1, err
+    assert rc == cli.EXIT_ERROR == 2, err  # argparse's status for a refused command line
+    assert "oscar-convert: error: " in err and "Traceback" not in err, err
     return err
 
 
@@ -338,6 +339,7 @@ def test_zoo_file_for_another_model(smollm2, shape, user_zoo, tmp_path, capsys):
     """An entry filed under this model's fingerprint whose arrays are another model's."""
     r = rotations_for(shape)
     r.rot_k, r.rot_v = r.rot_k[:29], r.rot_v[:29]
+    r.clip_k, r.clip_v = r.clip_k[:29], r.clip_v[:29]  # a consistent file (zoo add refuses one that is not)
     zoo.add(user_zoo, "wrong", r)
     err = run_bad([str(smollm2), "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
     assert "zoo file" in err and "wrong.npz" in err and "rot_k has shape (29, 64, 64)" in err

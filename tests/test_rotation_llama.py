@@ -15,9 +15,11 @@ depend on the calibration code:
 """
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -55,11 +57,15 @@ def attention_shape(reader) -> tuple[int, int, int]:
 
 def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float = 1.0, clip_v: float = 1.0,
                     seed: int = 0, zeros: dict[str, tuple[int, ...]] | None = None,
-                    rotations: bool = True, f32: bool = False, f16: bool = False) -> Path:
+                    rotations: bool = True, f32: bool = False, f16: bool = False,
+                    edit: dict[str, Callable[[np.ndarray], np.ndarray]] | None = None,
+                    sink: int = 64, recent: int = 256) -> Path:
     """Copy every tensor and key of ``src`` and add OSCAR rotations and metadata.
 
     Rotations: numpy R (D, D), or (Hkv, D, D) per KV head, with k' = k @ R.
-    zeros: tensor name -> numpy shape: write zeros of that shape instead (malformed input).
+    zeros: tensor name -> numpy shape: write zeros of that shape instead (malformed input;
+    llama.cpp loads a well-shaped zero matrix only with LLAMA_OSCAR_ROT_UNCHECKED=1).
+    edit: tensor name -> function of the rotation written there (a damaged file).
     rotations=False: no OSCAR tensors or metadata (a plain copy).
     f32: dequantise the weights to float32. The invariance tests need it: with quantised
     weights llama.cpp quantises the activations to 8 bits before each matrix product,
@@ -101,8 +107,8 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
     writer.add_uint32("oscar.version", 1)
     writer.add_array("oscar.clip_k", [float(clip_k)] * n_layer)
     writer.add_array("oscar.clip_v", [float(clip_v)] * n_layer)
-    writer.add_uint32("oscar.sink_tokens", 64)
-    writer.add_uint32("oscar.recent_tokens", 256)
+    writer.add_uint32("oscar.sink_tokens", sink)
+    writer.add_uint32("oscar.recent_tokens", recent)
     writer.add_string("oscar.calibration.data", "random orthogonal (test)")
 
     rng = np.random.default_rng(seed)
@@ -115,6 +121,8 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
                 r = random_rotation(rng, head_dim)
             if zeros and name in zeros:
                 r = np.zeros(zeros[name], dtype=np.float32)
+            if edit and name in edit:
+                r = edit[name](r.astype(np.float32))
             writer.add_tensor(name, r)
 
     writer.write_header_to_file()
@@ -167,6 +175,10 @@ def oscar_line(log: str) -> str:
 
 #: rotate a 16-bit cache too (llama_oscar_rot_applies): the invariance tests check the wiring
 F16_ROTATED = pp.KVConfig("f16", "f16", env={"LLAMA_OSCAR_ROT_16BIT": "1"})
+# a zero rotation is refused at load; the probes that use one to show that a layer's rotation is
+# read at all load it unchecked
+UNCHECKED = {"LLAMA_OSCAR_ROT_UNCHECKED": "1"}
+F16_ROTATED_UNCHECKED = pp.KVConfig("f16", "f16", env={"LLAMA_OSCAR_ROT_16BIT": "1", **UNCHECKED})
 
 
 @pytest.mark.parametrize("variant", ["per_layer", "per_head"])
@@ -275,7 +287,7 @@ def test_fold_v_refuses_quantized_weights(smollm2, tmp_path):
     out = tmp_path / "x.gguf"
     p = subprocess.run([str(paths.ROOT / ".venv" / "bin" / "oscar-convert"), str(smollm2), "--rotations", "zoo",
                         "--fold-v", "-o", str(out)], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 1
+    assert p.returncode == 2
     assert "--fold-v needs float attention weights (F32, F16 or BF16), but blk.0.attn_v.weight is Q4_1" in p.stderr
     assert "quantize afterwards" in p.stderr
     assert not out.exists()
@@ -288,9 +300,10 @@ def test_zero_rotation_changes_logits(smollm2, tmp_path, wiki_slice, f32_base):
     bad = write_converted(smollm2, tmp_path / "zero.gguf", f32=True,
                           zeros={"blk.2.attn_v_oscar_rot": (HEAD_DIM, HEAD_DIM)})
     base, _ = f32_base
-    res = pp.run(bad, wiki_slice, F16_ROTATED, ctx=CTX, chunks=CHUNKS, kld_base=base)
+    res = pp.run(bad, wiki_slice, F16_ROTATED_UNCHECKED, ctx=CTX, chunks=CHUNKS, kld_base=base)
     assert res.kld_mean > 1e-2, res.kld_mean
-    res = pp.run(bad, wiki_slice, pp.KVConfig("f16", "f16"), ctx=CTX, chunks=CHUNKS, kld_base=base, extra=VERBOSE)
+    res = pp.run(bad, wiki_slice, pp.KVConfig("f16", "f16", env=UNCHECKED), ctx=CTX, chunks=CHUNKS, kld_base=base,
+                 extra=VERBOSE)
     assert oscar_line(res.log).endswith(", not applied (16-bit K/V cache: a rotation changes nothing there), "
                                         "no clipping (the K/V cache is not oscar2)"), oscar_line(res.log)
     assert res.kld_mean < 1e-6, res.kld_mean
@@ -305,7 +318,7 @@ def test_rotation_only_on_the_quantized_side(smollm2, tmp_path, wiki_slice, f32_
                              zeros={"blk.2.attn_k_oscar_rot": (HEAD_DIM, HEAD_DIM)})
     plain = write_converted(smollm2, tmp_path / "plain.gguf", f32=True)
     base, _ = f32_base
-    kv = pp.KVConfig("q8_0", "f16")
+    kv = pp.KVConfig("q8_0", "f16", env=UNCHECKED)
     ref = pp.run(plain, wiki_slice, kv, ctx=CTX, chunks=CHUNKS, kld_base=base, extra=VERBOSE)
     assert ", applied to K only (16-bit V)" in oscar_line(ref.log), oscar_line(ref.log)
     zv = pp.run(zero_v, wiki_slice, kv, ctx=CTX, chunks=CHUNKS, kld_base=base)
@@ -342,6 +355,57 @@ def test_bad_rotation_shape_is_named(smollm2, tmp_path, wiki_slice, bin_dir, nam
     assert p.returncode != 0
     assert f"oscar: layer {layer}: tensor '{name}' has shape {found}" in out, out[-3000:]
     assert "expected [64, 64] or [64, 64, 3]" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("name,edit,says", [
+    ("blk.3.attn_k_oscar_rot", lambda r: np.where(np.arange(r.size).reshape(r.shape) == 5, np.nan, r), "holds a non-finite value (nan at row 0, column 5)"),
+    ("blk.3.attn_k_oscar_rot", lambda r: 10 * r, "is not a rotation"),
+    ("blk.2.attn_v_oscar_rot", lambda r: 0 * r, "is not a rotation"),
+], ids=["nan", "scaled", "zero"])
+def test_damaged_rotation_is_refused(smollm2, tmp_path, wiki_slice, bin_dir, name, edit, says):
+    """A rotation with a NaN, scaled by 10, or zeroed ran before and gave nan or a silently
+    worse model; llama.cpp now refuses to load it, naming the layer and the tensor."""
+    bad = write_converted(smollm2, tmp_path / "damaged.gguf", edit={name: edit})
+    layer = name.split(".")[1]
+    p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(bad), "-f", str(wiki_slice),
+                        "-c", str(CTX), "--chunks", "1", "-fa", "on", "-ctk", "oscar2", "-ctv", "oscar2"],
+                       capture_output=True, text=True)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out[-2000:]
+    assert f"oscar: layer {layer}: tensor '{name}' {says}" in out, out[-3000:]
+    assert "convert the original model again" in out, out[-3000:]
+
+
+LIMITS = json.loads((paths.ROOT / "py" / "oscar" / "limits.json").read_text())
+
+
+def _loads(bin_dir: Path, model: Path, text: Path) -> tuple[bool, str]:
+    """Does llama.cpp load ``model`` with an oscar2 cache (and evaluate one chunk)?"""
+    p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(model), "-f", str(text), "-c", "128",
+                        "--chunks", "1", "-fa", "on", "-ctk", "oscar2", "-ctv", "oscar2"],
+                       capture_output=True, text=True)
+    return p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("what", ["clip_max", "clip_min", "window_max", "rotation_tol"])
+def test_runtime_limits_are_the_converters(what, smollm2, tmp_path, wiki_slice, bin_dir):
+    """llama.cpp accepts each value just inside py/oscar/limits.json's limits (the list the
+    converter checks before writing) and refuses it just outside, naming the key or tensor."""
+    tol = LIMITS["rotation_orthogonality_tol"]
+    inside, outside, says = {
+        "clip_max": (dict(clip_k=LIMITS["clip_ratio_max"]), dict(clip_k=float(np.nextafter(np.float32(LIMITS["clip_ratio_max"]), np.float32(2)))),
+                     "oscar.clip_k"),
+        "clip_min": (dict(clip_v=float(np.nextafter(np.float32(LIMITS["clip_ratio_min_exclusive"]), np.float32(1)))),
+                     dict(clip_v=LIMITS["clip_ratio_min_exclusive"]), "oscar.clip_v"),
+        "window_max": (dict(sink=LIMITS["window_tokens_max"]), dict(sink=LIMITS["window_tokens_max"] + 1), "oscar.sink_tokens"),
+        # |R R^T - I| of (1 + e) R is about 2e
+        "rotation_tol": (dict(edit={"blk.4.attn_k_oscar_rot": lambda r: r * np.float32(1 + tol / 4)}),
+                         dict(edit={"blk.4.attn_k_oscar_rot": lambda r: r * np.float32(1 + tol)}), "blk.4.attn_k_oscar_rot"),
+    }[what]
+    ok, out = _loads(bin_dir, write_converted(smollm2, tmp_path / "inside.gguf", **inside), wiki_slice)
+    assert ok, out[-3000:]
+    ok, out = _loads(bin_dir, write_converted(smollm2, tmp_path / "outside.gguf", **outside), wiki_slice)
+    assert not ok and says in out, out[-3000:]
 
 
 def test_clip_ratio_is_validated(smollm2, tmp_path, wiki_slice, bin_dir):
@@ -457,6 +521,6 @@ def test_gemma3_rotations_used_in_both_caches(variant, gemma3_f16, wiki_slice):
     """A zero V rotation in a sliding-window layer, or in a global layer, moves the logits:
     the rotation tensors are read by both caches of the iSWA model."""
     g = gemma3_f16
-    res = pp.run(g["models"][variant], wiki_slice, F16_ROTATED, ctx=GEMMA_CTX, chunks=1,
+    res = pp.run(g["models"][variant], wiki_slice, F16_ROTATED_UNCHECKED, ctx=GEMMA_CTX, chunks=1,
                  kld_base=g["base"])
     assert res.kld_mean > 1e-2, res.kld_mean

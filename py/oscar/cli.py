@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-import tempfile
 from pathlib import Path
 
 from tqdm import tqdm
@@ -34,6 +34,8 @@ def synth_main(argv: list[str] | None = None) -> int:
 MODEL_ALIASES = {
     "smollm2-135m": ("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"),
     "gemma3-270m": ("gemma-3-270m-it-Q4_K_M.gguf", "gemma3"),
+    "qwen2.5-coder-0.5b": ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b"),
+    "qwen2.5-coder-1.5b": ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b"),
 }
 
 #: dequantised Hugging Face folders in models/ that calibration loads instead of the GGUF
@@ -41,16 +43,26 @@ MODEL_ALIASES = {
 TORCH_FOLDERS = {
     "smollm2-135m": "SmolLM2-135M-Instruct-hf",
     "gemma3-270m": "gemma-3-270m-hf",
+    "qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct-hf",
+    "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct-hf",
 }
 
 
 class ConvertError(Exception):
-    """A user-facing error of oscar-convert (printed without a traceback)."""
+    """A user-facing error of oscar-convert (printed without a traceback, exit status 2)."""
 
 
-def _resolve_model(spec: str, workdir: Path) -> tuple[Path, Path]:
+#: exit status of oscar-convert on an error it explains (argparse's, for a usage error)
+EXIT_ERROR = 2
+#: the fix named when a rotation file given as --rotations FILE is refused
+FILE_FIX = "give a rotation file written by --save-rotations, or use --rotations zoo or --rotations calibrate"
+
+
+def _resolve_model(spec: str, workdir, cleanup=None) -> tuple[Path, Path]:
     """``(gguf, pytorch_source)`` for MODEL: a zoo alias, a GGUF file, or a Hugging Face
-    folder (converted to an f16 GGUF in ``workdir`` with llama.cpp's converter)."""
+    folder (converted to an f16 GGUF in ``workdir()``, a temporary folder made on first use,
+    with llama.cpp's converter, which ``cleanup`` (an :class:`oscar.atomic.Cleanup`) stops
+    on a signal before it removes the folder)."""
     import subprocess
     from . import paths
     if spec in MODEL_ALIASES:
@@ -73,20 +85,28 @@ def _resolve_model(spec: str, workdir: Path) -> tuple[Path, Path]:
         conv = paths.ROOT / "llama.cpp" / "convert_hf_to_gguf.py"
         if not conv.is_file():
             raise ConvertError(f"{conv} is missing: run scripts/fetch-llama.sh to converting Hugging Face folders")
-        out = workdir / (p.name + "-f16.gguf")
+        out = workdir() / (p.name + "-f16.gguf")
         print(f"oscar-convert: converting {p} to GGUF with {conv.name}", file=sys.stderr)
-        r = subprocess.run([sys.executable, str(conv), str(p), "--outfile", str(out), "--outtype", "f16"],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise ConvertError(f"{conv.name} failed on {p}:\n{r.stderr[-2000:]}")
+        proc = subprocess.Popen([sys.executable, str(conv), str(p), "--outfile", str(out), "--outtype", "f16"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if cleanup is not None:
+            cleanup.add_process(proc)
+        try:
+            _, stderr = proc.communicate()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if proc.returncode != 0:
+            raise ConvertError(f"{conv.name} failed on {p}:\n{stderr[-2000:]}")
         return out, p
     raise ConvertError(f"MODEL {spec}: no such file or folder, and not a zoo alias ({', '.join(MODEL_ALIASES)})")
 
 
 def convert_main(argv: list[str] | None = None) -> int:
-    """``oscar-convert``: a GGUF with calibrated OSCAR rotations and clip ratios embedded."""
-    import time
-    from . import calibrate as cal, gguf_io, zoo
+    """``oscar-convert``: a GGUF with calibrated OSCAR rotations and clip ratios embedded.
+    Returns 0, or 2 (``oscar-convert: error: ...`` on stderr, nothing written)."""
+    from . import calibrate as cal, zoo
 
     ap = argparse.ArgumentParser(
         prog="oscar-convert",
@@ -105,7 +125,11 @@ def convert_main(argv: list[str] | None = None) -> int:
                "examples:\n"
                "  oscar-convert smollm2-135m --rotations zoo -o smollm2-oscar.gguf\n"
                "  oscar-convert model.gguf --rotations calibrate --calib-data valid.txt -o model-oscar.gguf\n"
-               "  oscar zoo list")
+               "  oscar zoo list\n\n"
+               "exit status: 0 written; 2 refused (the message names what is wrong and the fix; nothing is written);\n"
+               "1 a read or write failed (disk full, permissions; nothing is written); killed by SIGINT/SIGTERM:\n"
+               "that signal's status, and no partial output is left behind.\n"
+               "Every value written is checked against the limits llama.cpp enforces (py/oscar/limits.json).")
     ap.add_argument("model", metavar="MODEL",
                     help=f"GGUF file, Hugging Face folder, or zoo alias ({', '.join(MODEL_ALIASES)})")
     ap.add_argument("--rotations", required=True, metavar="{zoo,calibrate,FILE}", help="where the rotations come from")
@@ -132,16 +156,54 @@ def convert_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="overwrite an existing output")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a = ap.parse_args(argv)
-    t0 = time.time()
     out = Path(a.output)
     try:
-        if out.exists() and not a.force:
-            raise ConvertError(f"output {out} already exists: pass --force to overwrite it, or choose another -o")
-        if a.calib_tokens < 64 or a.heldout_tokens < 400:
-            raise ConvertError("--calib-tokens must be >= 64 and --heldout-tokens >= 400 (the clip search needs "
-                               "queries beyond the 64 sink + 256 recent 16-bit tokens)")
-        with tempfile.TemporaryDirectory(dir=out.resolve().parent) as tmp:
-            gguf_path, src = _resolve_model(a.model, Path(tmp))
+        return _convert(a, out)
+    except (ConvertError, ValueError, FileExistsError, FileNotFoundError, zoo.NoZooEntry) as e:
+        print(f"oscar-convert: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as e:  # reading or writing failed (disk full, permissions): nothing was written
+        print(f"oscar-convert: error: {e}; {out} was not written", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        # the partial output and work folder are already removed (oscar.atomic.Cleanup)
+        print(f"oscar-convert: interrupted: {out} was not written", file=sys.stderr)
+        if argv is None:  # the command line: end by SIGINT (no traceback), so the exit status says so
+            import signal
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        raise
+
+
+def _convert(a: argparse.Namespace, out: Path) -> int:
+    """The body of :func:`convert_main`, which reports the errors raised here.
+
+    Temporaries: the output is written to ``.OUT.oscar-convert-<pid>-<random>.part`` and a
+    Hugging Face MODEL is converted in a folder ``.OUT.oscar-convert-<pid>-<random>.d``, both
+    beside OUT; both are removed at the end, on an exception and on SIGINT/SIGTERM, and a
+    SIGKILL's leftovers are removed by the next run for the same OUT (:mod:`oscar.atomic`)."""
+    import time
+    from . import atomic, calibrate as cal, gguf_io, zoo
+    t0 = time.time()
+    if out.exists() and not a.force:
+        raise ConvertError(f"output {out} already exists: pass --force to overwrite it, or choose another -o")
+    if out.is_dir():
+        raise ConvertError(f"output {out} is a folder: give a file name, e.g. -o {out / 'model-oscar.gguf'}")
+    if not out.resolve().parent.is_dir():
+        raise ConvertError(f"the folder of output {out} ({out.resolve().parent}) does not exist: create it first")
+    if a.calib_tokens < 64 or a.heldout_tokens < 400:
+        raise ConvertError("--calib-tokens must be >= 64 and --heldout-tokens >= 400 (the clip search needs "
+                           "queries beyond the 64 sink + 256 recent 16-bit tokens)")
+    atomic.remove_stale(out, gguf_io.TEMP_TOOL)  # what a killed run left (its .part file, its work folder)
+    with atomic.Cleanup() as cleanup:
+        work: list[Path] = []
+
+        def workdir() -> Path:
+            if not work:
+                work.append(cleanup.add(atomic.create_temp_dir(out, gguf_io.TEMP_TOOL)))
+            return work[0]
+        try:
+            gguf_path, src = _resolve_model(a.model, workdir, cleanup)
             if a.torch_model:
                 if a.rotations != "calibrate":
                     raise ConvertError("--torch-model is only used with --rotations calibrate")
@@ -151,12 +213,9 @@ def convert_main(argv: list[str] | None = None) -> int:
                 src = Path(a.torch_model)
             if out.exists() and out.resolve() == gguf_path.resolve():
                 raise ConvertError(f"output {out} is the input model: the input is never modified, choose another -o")
-            try:
-                shape = gguf_io.model_shape(gguf_path)
-                if a.fold_v:  # before any calibration: nothing is lost on a refusal
-                    gguf_io.check_foldable(gguf_io.open_reader(gguf_path), gguf_path)
-            except ValueError as e:
-                raise ConvertError(str(e)) from e
+            shape = gguf_io.model_shape(gguf_path)
+            if a.fold_v:  # before any calibration: nothing is lost on a refusal
+                gguf_io.check_foldable(gguf_io.open_reader(gguf_path), gguf_path)
             how = a.rotations
             if a.rotations == "zoo":
                 try:
@@ -177,33 +236,34 @@ def convert_main(argv: list[str] | None = None) -> int:
                                              a.calib_ctx, a.per_head, progress=not a.quiet)
                 except (ValueError, FileNotFoundError, RuntimeError) as e:
                     raise ConvertError(str(e)) from e
+                rot.check_limits("the calibrated rotations")
                 how = (f"calibrated on {rep.fit_tokens}+{rep.heldout_tokens} tokens in "
                        f"{rep.capture_s + rep.search_s:.0f} s, attention-output error {100 * rep.rel_error:.2f} % "
                        f"(fixed clips {100 * rep.rel_error_fixed:.2f} %)")
             else:
                 f = Path(a.rotations)
+                if f.is_dir():
+                    raise ConvertError(f"--rotations {f} is a folder: {FILE_FIX}")
                 try:
                     rot = zoo.Rotations.load(f)
-                except (ValueError, FileNotFoundError) as e:
+                except FileNotFoundError as e:
                     raise ConvertError(f"{e} (--rotations takes zoo, calibrate or a rotation file)") from e
+                except ValueError as e:  # names the file, the key and the fix already
+                    raise ConvertError(str(e)) from e
                 rot.validate(shape, f"rotation file {f}")
                 how = f"file:{f.name}"
             if a.per_head and not rot.per_head:
                 raise ConvertError(f"--per-head asked for, but the rotations ({how}) are per layer")
+            cal_meta = rot.meta.get("calibration", {})
             if a.save_rotations:
                 rot.save(a.save_rotations)
-            cal_meta = rot.meta.get("calibration", {})
-            try:
-                gguf_io.write_oscar_gguf(gguf_path, out, rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v,
-                                         rot.meta.get("sink_tokens", 64), rot.meta.get("recent_tokens", 256),
-                                         str(cal_meta.get("data", "unknown")), int(cal_meta.get("tokens", 0)),
-                                         str(cal_meta.get("objective", "unknown")), force=a.force, progress=not a.quiet,
-                                         fold_v=a.fold_v)
-            except ValueError as e:
-                raise ConvertError(str(e)) from e
-    except (ConvertError, zoo.RotationMismatch, FileExistsError) as e:
-        print(f"oscar-convert: error: {e}", file=sys.stderr)
-        return 1
+            gguf_io.write_oscar_gguf(gguf_path, out, rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v,
+                                     rot.meta.get("sink_tokens", 64), rot.meta.get("recent_tokens", 256),
+                                     str(cal_meta.get("data", "unknown")), cal_meta.get("tokens", 0),
+                                     str(cal_meta.get("objective", "unknown")), force=a.force, progress=not a.quiet,
+                                     fold_v=a.fold_v)
+        finally:
+            cleanup.remove_all()  # the work folder (the .part file is gone: renamed, or removed by the writer)
     kind = ("per-head" if rot.per_head else "per-layer") + (", V's folded into the weights" if a.fold_v else "")
     print(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations D={shape.head_dim}, "
           f"clip K {rot.clip_k.min():.3f}-{rot.clip_k.max():.3f} V {rot.clip_v.min():.3f}-{rot.clip_v.max():.3f}; "
@@ -244,10 +304,12 @@ def oscar_main(argv: list[str] | None = None) -> int:
               f"{info.head_dim}) in {time.time() - t0:.0f} s", file=sys.stderr)
         return 0
     if a.cmd == "zoo" and a.zoo_cmd == "list":
-        try:
-            print(zoo.format_list())
-        except zoo.BadZoo as e:
-            print(f"oscar zoo list: error: {e}", file=sys.stderr)
+        # a broken manifest or entry file is reported and the listing goes on; exit status 1 then
+        rows, problems = zoo.list_rows()
+        print(zoo.format_rows(rows))
+        for msg in problems:
+            print(f"oscar zoo list: error: {msg}", file=sys.stderr)
+        if problems:
             return 1
     elif a.cmd == "zoo" and a.zoo_cmd == "add":
         import os
@@ -257,7 +319,7 @@ def oscar_main(argv: list[str] | None = None) -> int:
             return 1
         try:
             f = zoo.add(d, a.name, zoo.Rotations.load(a.file), half=a.half)
-        except (ValueError, FileNotFoundError) as e:
+        except (ValueError, OSError) as e:
             print(f"oscar zoo add: error: {e}", file=sys.stderr)
             return 1
         print(f"oscar zoo add: wrote {f} ({f.stat().st_size/2**20:.1f} MiB, {'float16' if a.half else 'float32'} "

@@ -39,6 +39,9 @@ from pathlib import Path
 import numpy as np
 
 OSCAR_VERSION = 1
+UINT32_MAX = 2**32 - 1
+#: the tool named in the temporary file of a write (``.OUT.gguf.oscar-convert-<pid>-<random>.part``)
+TEMP_TOOL = "oscar-convert"
 ROT_K = "blk.{}.attn_k_oscar_rot"
 ROT_V = "blk.{}.attn_v_oscar_rot"
 ATTN_TENSORS = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight")
@@ -197,12 +200,22 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
 
     rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (llama.cpp layout); clip_k, clip_v:
     ``[L]``. Refuses to overwrite ``dst`` unless ``force``, refuses ``dst == src`` always,
-    and refuses an input that already carries OSCAR tensors. Writes to ``dst.tmp`` and
-    renames, so a failed write leaves no half file. fold_v: fold R_V into attn_v/attn_output
-    (see the module docstring); refuses quantized attention weights.
+    and refuses an input that already carries OSCAR tensors. Every value is checked against
+    :mod:`oscar.limits` (the limits llama.cpp enforces on load) before anything is written:
+    ``ValueError`` names the key, the layer and the allowed range.
+
+    Writes to ``.DST.oscar-convert-<pid>-<random>.part`` beside ``dst`` and renames it over
+    ``dst`` (``os.replace``) only when complete (:mod:`oscar.atomic`): an exception or
+    SIGINT/SIGTERM removes the temporary, a SIGKILL's leftover is removed by the next write to
+    ``dst``, and no other file (a user's ``DST.tmp``) is touched. fold_v: fold R_V into
+    attn_v/attn_output (see the module docstring); refuses quantized attention weights.
+
+    For tests only: ``OSCAR_TEST_WRITE_DELAY`` (seconds, float) sleeps after each tensor is
+    written, so that a test can signal the process in the middle of the write.
     """
     import gguf
     from tqdm import tqdm
+    from . import atomic, limits
     src, dst = Path(src), Path(dst)
     if dst.exists() and dst.resolve() == src.resolve():
         raise FileExistsError(f"output {dst} is the input model: the input is never modified, choose another -o")
@@ -213,11 +226,25 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
         raise ValueError(f"{src} already carries OSCAR rotations: convert the original model instead")
     arch = reader.fields["general.architecture"].contents()
     n_layer = _scalar(reader, f"{arch}.block_count")
-    rot_k = np.ascontiguousarray(rot_k, dtype=np.float32)
-    rot_v = np.ascontiguousarray(rot_v, dtype=np.float32)
-    if rot_k.shape != rot_v.shape or rot_k.shape[0] != n_layer or len(clip_k) != n_layer or len(clip_v) != n_layer:
-        raise ValueError(f"rotations {rot_k.shape}/{rot_v.shape} and clips {len(clip_k)}/{len(clip_v)} "
+    # every value against the limits llama.cpp enforces, before anything is written
+    fix = "recompute the rotations with --rotations calibrate"
+    rot_k = np.asarray(rot_k)
+    rot_v = np.asarray(rot_v)
+    if rot_k.shape != rot_v.shape or rot_k.ndim not in (3, 4) or rot_k.shape[0] != n_layer \
+            or np.shape(clip_k) != (n_layer,) or np.shape(clip_v) != (n_layer,):
+        raise ValueError(f"rotations {rot_k.shape}/{rot_v.shape} and clips {np.shape(clip_k)}/{np.shape(clip_v)} "
                          f"do not match the model's {n_layer} layers")
+    rot_k = np.stack([limits.check_rotation(r, ROT_K.format(i), None, fix) for i, r in enumerate(rot_k)])
+    rot_v = np.stack([limits.check_rotation(r, ROT_V.format(i), None, fix) for i, r in enumerate(rot_v)])
+    clip_k = limits.check_clip_ratios(clip_k, "oscar.clip_k", n_layer, fix)
+    clip_v = limits.check_clip_ratios(clip_v, "oscar.clip_v", n_layer, fix)
+    sink_tokens = limits.check_window_tokens(sink_tokens, "oscar.sink_tokens", "set sink_tokens in the rotation file")
+    recent_tokens = limits.check_window_tokens(recent_tokens, "oscar.recent_tokens",
+                                               "set recent_tokens in the rotation file")
+    if isinstance(calib_tokens, bool) or not isinstance(calib_tokens, (int, np.integer)) \
+            or not 0 <= int(calib_tokens) <= UINT32_MAX:
+        raise ValueError(f"oscar.calibration.tokens = {calib_tokens!r}: must be an integer 0 <= n <= {UINT32_MAX} "
+                         "(uint32); fix the rotation file's calibration.tokens")
     folded: dict[str, np.ndarray] = {}  # tensor name -> new data (same type and shape)
     if fold_v:
         check_foldable(reader, src)
@@ -237,7 +264,20 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
                 t = by_name[n]
                 data = quantize(w, gguf.GGMLQuantizationType(t.tensor_type))
                 folded[n] = data.view(t.data.dtype).reshape(t.data.shape)
-    tmp = dst.with_name(dst.name + ".tmp")
+    delay = float(os.environ.get("OSCAR_TEST_WRITE_DELAY", "0") or 0)  # tests only: see the docstring
+    atomic.remove_stale(dst, TEMP_TOOL)
+    with atomic.Cleanup() as cleanup:
+        tmp = cleanup.add(atomic.create_temp_file(dst, TEMP_TOOL))
+        _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tokens, recent_tokens, calib_data,
+               calib_tokens, objective, fold_v, folded, n_layer, progress, delay)
+        os.replace(tmp, dst)  # the output is replaced only here, by the complete file
+        cleanup.discard(tmp)
+
+
+def _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tokens, recent_tokens, calib_data,
+           calib_tokens, objective, fold_v, folded, n_layer, progress, delay) -> None:
+    """The body of :func:`write_oscar_gguf`: everything into ``tmp``."""
+    import time
     writer = gguf.GGUFWriter(str(tmp), arch=arch, endianess=reader.endianess)
     align = reader.fields.get("general.alignment")
     if align is not None:
@@ -278,15 +318,13 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
             for t in reader.tensors:
                 writer.write_tensor_data(folded.get(t.name, t.data), tensor_endianess=reader.endianess)
                 bar.update(t.n_bytes)
+                if delay > 0:
+                    time.sleep(delay)
             for arr in new:
                 writer.write_tensor_data(arr)
                 bar.update(arr.nbytes)
+    finally:
         writer.close()
-        os.replace(tmp, dst)
-    except BaseException:
-        writer.close()
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def shape_dict(s: ModelShape) -> dict:

@@ -42,6 +42,58 @@ def bindings():
     return llama_cpp
 
 
+def head_sizes(model: str | os.PathLike) -> dict[str, tuple[int, str]]:
+    """The K and V head sizes of a model GGUF as llama.cpp reads them, from its metadata
+    only (gguf-py, no tensor data): ``{"K": (size, key), "V": (size, key)}`` with the key it
+    came from: ``<arch>.attention.key_length`` / ``value_length``, else ``embedding_length /
+    head_count`` (of layer 0, as llama.cpp). Raises ``ValueError`` if the GGUF has neither."""
+    from .gguf_io import _field, open_reader
+    r = open_reader(model)
+    arch = _field(r, "general.architecture")
+    if arch is None:
+        raise ValueError(f"{model}: no general.architecture")
+    out = {}
+    n_embd, n_head = _field(r, f"{arch}.embedding_length"), _field(r, f"{arch}.attention.head_count")
+    if isinstance(n_head, list):
+        n_head = n_head[0] if n_head else None
+    for side, key in (("K", "key_length"), ("V", "value_length")):
+        v = _field(r, f"{arch}.attention.{key}")
+        if v is not None and not isinstance(v, list):
+            out[side] = (int(v), f"{arch}.attention.{key}")
+        elif n_embd is not None and n_head:
+            out[side] = (int(n_embd) // int(n_head), f"{arch}.embedding_length / {arch}.attention.head_count")
+        else:
+            raise ValueError(f"{model}: no {arch}.attention.{key} and no embedding_length/head_count")
+    return out
+
+
+def check_head_sizes(model: str | os.PathLike, type_k: int, type_v: int) -> None:
+    """Raise ``ValueError`` if a side stored as oscar2 has a head size oscar2 cannot hold (a
+    multiple of :data:`oscar.limits.OSCAR2_BLOCK`), naming the layers, the size and the fix,
+    before llama.cpp would fail with only "Failed to create llama_context". A GGUF that gguf-py
+    cannot read is left to llama.cpp."""
+    from . import limits
+    sides = [s for s, t in (("K", type_k), ("V", type_v)) if t == GGML_TYPE_OSCAR2]
+    if not sides:
+        return
+    try:
+        sizes = head_sizes(model)
+        from .gguf_io import _field, open_reader
+        r = open_reader(model)
+        n_layer = int(_field(r, f"{_field(r, 'general.architecture')}.block_count", 0) or 0)
+    except (ValueError, OSError, TypeError):
+        return
+    bad = [(s, *sizes[s]) for s in sides if sizes[s][0] <= 0 or sizes[s][0] % limits.OSCAR2_BLOCK]
+    if not bad:
+        return
+    layers = f"layers 0-{n_layer - 1} (all {n_layer})" if n_layer > 1 else "layer 0"
+    what = "; ".join(f"{s} head size {n} ({key})" for s, n, key in bad)
+    other = " and ".join(f"kv_{s.lower()}='q8_0'" for s, _, _ in bad)
+    raise ValueError(f"{model}: {layers}: {what}: not a multiple of {limits.OSCAR2_BLOCK}, and the oscar2 KV cache "
+                     f"stores blocks of {limits.OSCAR2_BLOCK} values, so it cannot hold these heads. Use another kv "
+                     f"type for {' and '.join(s for s, _, _ in bad)}: e.g. {other}, or kv='f16'")
+
+
 def load(model: str | os.PathLike, kv: str = "oscar2", *, kv_k: str | None = None, kv_v: str | None = None,
          kv_sink: int | None = None, kv_recent: int | None = None,
          n_ctx: int = 4096, n_threads: int | None = None, verbose: bool = False, **kwargs: Any):
@@ -56,21 +108,27 @@ def load(model: str | os.PathLike, kv: str = "oscar2", *, kv_k: str | None = Non
     window off; default: the model's ``oscar.sink_tokens``/``oscar.recent_tokens``,
     else 64 and 256). Same as ``--kv-sink``/``--kv-recent`` of the llama.cpp tools.
 
+    A side stored as oscar2 needs a head size that is a multiple of 64: otherwise ``ValueError``
+    (naming the layers, the head size and the fix) before any context is made.
+
     Other keyword arguments go to ``llama_cpp.Llama``. Returns the ``llama_cpp.Llama`` object.
     """
+    from . import limits
     path = Path(model)
     if not path.is_file():
         raise FileNotFoundError(f"model file {path} does not exist (scripts/fetch-models.sh fetches the demo model)")
-    llama_cpp = bindings()
     type_k = kv_type(kv_k or kv)
     type_v = kv_type(kv_v or kv)
+    check_head_sizes(path, type_k, type_v)  # before the context: llama.cpp would only say it failed
     overrides = dict(kwargs.pop("kv_overrides", None) or {})
     for name, key, value in (("kv_sink", "oscar.sink_tokens", kv_sink), ("kv_recent", "oscar.recent_tokens", kv_recent)):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a number of tokens (an int, 0 or more), got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limits.WINDOW_TOKENS_MAX:
+            raise ValueError(f"{name} must be a number of tokens (an int, 0 <= n <= {limits.WINDOW_TOKENS_MAX}), "
+                             f"got {value!r}")
         overrides[key] = value
+    llama_cpp = bindings()
     if overrides:
         kwargs["kv_overrides"] = overrides
     kwargs.setdefault("flash_attn", True)

@@ -835,7 +835,10 @@ def main(argv: list[str] | None = None) -> int:
     import transformers
     torch.set_num_threads(a.threads or max(1, os.cpu_count() or 1))
     t0 = time.time()
-    calib = load_calibration(a.rotations, a.model)
+    try:
+        calib = load_calibration(a.rotations, a.model)
+    except (ValueError, FileNotFoundError, LookupError) as e:  # a broken or out-of-limits rotation file, no zoo entry
+        ap.error(str(e))
     for m in methods:
         if m.rotation == "calibrated" and calib is None:
             ap.error(f"method {m.name} needs calibrated rotations and none were found for {a.model} "

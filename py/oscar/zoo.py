@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import limits
 from .gguf_io import ModelShape
 from .paths import ROOT
 from .rotation import ORTHO_TOL_STORED, check_orthogonal, nearest_orthogonal, orthogonality_error
@@ -49,6 +50,17 @@ class BadZoo(ValueError):
     """A zoo folder is broken (unreadable manifest, an entry whose file is missing)."""
 
 
+class BadRotationFile(ValueError):
+    """A rotation file cannot be read, or holds values outside :mod:`oscar.limits`."""
+
+
+#: what to do about a rotation file that is broken or out of the limits
+FILE_FIX = ("recompute it (oscar-convert MODEL --rotations calibrate --save-rotations FILE.npz) "
+            "or restore the original file")
+#: meta keys that must be integers (>= 0) where present
+_META_INTS = ("n_layer", "n_head", "n_head_kv", "head_dim")
+
+
 @dataclass
 class Rotations:
     """Calibrated rotations and clip ratios of one model (see the module docstring)."""
@@ -62,45 +74,137 @@ class Rotations:
     def per_head(self) -> bool:
         return self.rot_k.ndim == 4
 
-    def save(self, path: str | Path, half: bool = False) -> None:
-        """Write an ``.npz``: the rotations as float32, or float16 with ``half`` (half the
-        size; restored to orthogonal on :meth:`load`), the clip ratios as float32, the JSON meta."""
+    def save(self, path: str | Path, half: bool = False) -> Path:
+        """Write an ``.npz`` (``.npz`` appended to a name without it, as numpy does): the
+        rotations as float32, or float16 with ``half`` (half the size; restored to orthogonal
+        on :meth:`load`), the clip ratios as float32, the JSON meta. Atomic: written to a
+        temporary beside it and renamed (:mod:`oscar.atomic`), so an interrupted save leaves
+        the old file (or none). Returns the path written."""
+        from . import atomic
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_name(path.name + ".npz")
         rt = np.float16 if half else np.float32
-        np.savez_compressed(Path(path), rot_k=self.rot_k.astype(rt), rot_v=self.rot_v.astype(rt),
-                            clip_k=np.asarray(self.clip_k, np.float32), clip_v=np.asarray(self.clip_v, np.float32),
-                            meta=np.array(json.dumps(self.meta, sort_keys=True)))
+        atomic.remove_stale(path, "oscar", "oscar")
+        with atomic.Cleanup() as cleanup:
+            tmp = cleanup.add(atomic.create_temp_file(path, "oscar"))
+            with open(tmp, "wb") as f:
+                np.savez_compressed(f, rot_k=self.rot_k.astype(rt), rot_v=self.rot_v.astype(rt),
+                                    clip_k=np.asarray(self.clip_k, np.float32), clip_v=np.asarray(self.clip_v, np.float32),
+                                    meta=np.array(json.dumps(self.meta, sort_keys=True)))
+            os.replace(tmp, path)
+            cleanup.discard(tmp)
+        return path
 
     @staticmethod
-    def load(path: str | Path) -> "Rotations":
-        """Read an ``.npz`` written by :meth:`save` (float16 rotations made orthogonal again);
-        a clear error for anything else."""
+    def load(path: str | Path, restore: bool = True) -> "Rotations":
+        """Read an ``.npz`` written by :meth:`save` (float16 rotations made orthogonal again).
+        Anything else, and any value outside :mod:`oscar.limits`, raises
+        :class:`BadRotationFile` (a ``ValueError``) naming the file, the key (and layer) and the fix.
+        ``restore=False`` (a quick check, e.g. ``oscar zoo list``): float16 rotations are only
+        checked against their rounding, not made orthogonal again (an SVD per matrix), and are
+        returned as stored."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"rotation file {path}: no such file")
+        what = "an OSCAR rotation file (.npz with rot_k, rot_v, clip_k, clip_v, meta)"
         try:
             with np.load(path, allow_pickle=False) as z:
-                rk, rv = z["rot_k"], z["rot_v"]
-                clip_k, clip_v = z["clip_k"].astype(np.float32), z["clip_v"].astype(np.float32)
-                meta = json.loads(str(z["meta"]))
-        except (KeyError, ValueError, OSError) as e:
-            raise ValueError(f"{path} is not an OSCAR rotation file (.npz with rot_k, rot_v, clip_k, clip_v, meta): {e}") from e
+                missing = [k for k in ("rot_k", "rot_v", "clip_k", "clip_v", "meta") if k not in z.files]
+                if missing:
+                    raise KeyError(", ".join(missing))
+                rk, rv = np.asarray(z["rot_k"]), np.asarray(z["rot_v"])
+                clip_k, clip_v = np.asarray(z["clip_k"]), np.asarray(z["clip_v"])
+                meta_raw = z["meta"]
+                meta_s = str(meta_raw.item() if meta_raw.shape == () else meta_raw)
+        except KeyError as e:
+            raise BadRotationFile(f"rotation file {path} is not {what}: it has no {e.args[0]} array; {FILE_FIX}") from e
+        except Exception as e:  # zipfile.BadZipFile, EOFError, zlib.error, ValueError, OSError ... from a broken file
+            if path.stat().st_size == 0:
+                reason = "the file is empty"
+            else:
+                reason = f"{type(e).__name__}: {e}".rstrip(": ")
+            raise BadRotationFile(f"rotation file {path} is not {what} or is damaged ({reason}); {FILE_FIX}") from e
+        try:
+            meta = json.loads(meta_s)
+        except ValueError as e:
+            raise BadRotationFile(f"rotation file {path}: meta is not JSON ({e}); {FILE_FIX}") from e
         rots = []
         for name, a in (("rot_k", rk), ("rot_v", rv)):
-            if a.dtype == np.float16:
+            if a.dtype == np.float16 and a.ndim in (3, 4) and a.shape[-1] == a.shape[-2] and a.size:
                 # only the rounding is undone: a matrix that was not a rotation stays refused
                 err = orthogonality_error(a) if np.all(np.isfinite(a)) else float("inf")
                 if err > ORTHO_TOL_HALF:
                     raise RotationMismatch(f"{path}: {name} (float16) is not orthogonal even to float16 rounding "
                                            f"(max |RᵀR - I| = {err:.3g} > {ORTHO_TOL_HALF:g}): recompute it with "
                                            "--rotations calibrate")
-                a = nearest_orthogonal(a)
-            rots.append(a.astype(np.float32))
-        return Rotations(rots[0], rots[1], clip_k, clip_v, meta)
+                if restore:
+                    a = nearest_orthogonal(a)
+            rots.append(a)
+        r = Rotations(rots[0], rots[1], clip_k, clip_v, meta)
+        r.check_limits(f"rotation file {path}", rotations=restore or rk.dtype != np.float16 or rv.dtype != np.float16)
+        return r
+
+    def check_limits(self, source: str = "rotations", rotations: bool = True) -> None:
+        """Raise :class:`BadRotationFile` (naming ``source``, the key, the layer and the fix)
+        unless every value fits :mod:`oscar.limits`: meta a JSON object (its counts integers),
+        rot_k and rot_v ``[L, D, D]`` or ``[L, Hkv, D, D]`` of one shape, finite and orthogonal,
+        D a head size oscar2 holds, clip ratios in range, sink/recent tokens in range. Whether
+        the counts fit a model is :meth:`validate`'s part. The arrays are stored back as float32.
+        ``rotations=False`` leaves out the rotations' finiteness and orthogonality (for
+        :meth:`load` without ``restore``)."""
+        def bad(msg: str, fix: str = FILE_FIX) -> BadRotationFile:
+            return BadRotationFile(f"{source}: {msg}; {fix}")
+
+        m = self.meta
+        if not isinstance(m, dict):
+            raise bad(f"meta must be a JSON object ({{\"n_layer\": ..., ...}}), got a JSON {type(m).__name__}")
+        for key in _META_INTS:
+            v = m.get(key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise bad(f"meta.{key} = {v!r} must be an integer >= 0")
+        for key in ("fingerprint", "arch"):
+            if m.get(key) is not None and not isinstance(m[key], str):
+                raise bad(f"meta.{key} = {m[key]!r} must be a string")
+        cal = m.get("calibration", {})
+        if not isinstance(cal, dict):
+            raise bad(f"meta.calibration must be a JSON object (data, tokens, objective), got {cal!r}")
+        tok = cal.get("tokens", 0)
+        if isinstance(tok, bool) or not isinstance(tok, int) or not 0 <= tok <= 2**32 - 1:
+            raise bad(f"meta.calibration.tokens = {tok!r} must be an integer 0 <= n <= {2**32 - 1} (stored as uint32)")
+        rk, rv = np.asarray(self.rot_k), np.asarray(self.rot_v)
+        for name, a in (("rot_k", rk), ("rot_v", rv)):
+            if a.ndim not in (3, 4) or a.shape[-1] != a.shape[-2] or a.dtype.kind not in "fiu":
+                raise bad(f"{name} has {a.dtype} shape {a.shape}: rotations must be float32 [n_layer, D, D] or "
+                          "[n_layer, n_head_kv, D, D]")
+        if rk.shape != rv.shape:
+            raise bad(f"rot_k has shape {rk.shape} but rot_v {rv.shape}: both must have the same shape")
+        for name, c in (("clip_k", self.clip_k), ("clip_v", self.clip_v)):
+            if np.ndim(c) == 1 and np.shape(c)[0] != rk.shape[0]:
+                raise bad(f"rot_k has shape {rk.shape} ({rk.shape[0]} layers) but {name} has {np.shape(c)[0]} "
+                          "entries: one clip ratio per layer")
+        for key in ("sink_tokens", "recent_tokens"):
+            if key in m:
+                try:
+                    limits.check_window_tokens(m[key], f"meta.{key}")
+                except ValueError as e:
+                    raise bad(str(e), f"set meta.{key} in range (the default is {64 if key == 'sink_tokens' else 256}), "
+                                      f"or {FILE_FIX}") from e
+        try:
+            if rotations:
+                self.rot_k = limits.check_rotations(rk, "rot_k")
+                self.rot_v = limits.check_rotations(rv, "rot_v")
+            else:
+                limits.check_head_dim(int(rk.shape[-1]), "rot_k: D")
+            self.clip_k = limits.check_clip_ratios(self.clip_k, "clip_k")
+            self.clip_v = limits.check_clip_ratios(self.clip_v, "clip_v")
+        except ValueError as e:
+            raise bad(str(e)) from e
 
     def validate(self, shape: ModelShape, source: str = "rotation file") -> None:
         """Raise :class:`RotationMismatch` (naming what differs and the fix) unless these
         rotations fit ``shape``: layer count, head_dim, head counts, fingerprint, array
-        shapes, orthogonality, clip ratios in [0, 1]."""
+        shapes, orthogonality, clip ratios (:mod:`oscar.limits`); then :meth:`check_limits`."""
         m = self.meta
         fix = "use the rotation file made for this model, or --rotations calibrate"
         for key, want in (("n_layer", shape.n_layer), ("head_dim", shape.head_dim),
@@ -115,10 +219,17 @@ class Rotations:
                 raise RotationMismatch(f"{source}: {name} has shape {a.shape}, the model needs {ok[0]} or {ok[1]} "
                                        f"({shape.describe()}); {fix}")
         for name, c in (("clip_k", self.clip_k), ("clip_v", self.clip_v)):
-            if c.shape != (L,):
-                raise RotationMismatch(f"{source}: {name} has {c.size} entries, the model has {L} layers; {fix}")
-            if not np.all((c >= 0) & (c <= 1)):
-                raise RotationMismatch(f"{source}: {name} has ratios outside [0, 1]; {fix}")
+            if np.shape(c) != (L,):
+                raise RotationMismatch(f"{source}: {name} has {np.size(c)} entries, the model has {L} layers; {fix}")
+            try:
+                limits.check_clip_ratios(c, name, L)
+            except ValueError as e:
+                raise RotationMismatch(f"{source}: {e}; {fix}") from e
+        try:
+            limits.check_head_dim(d, "the model's head_dim")
+        except ValueError as e:
+            raise RotationMismatch(f"{source}: {e}: its rotations would never be used (they apply to an oscar2 "
+                                   "cache only); this model cannot use oscar2, run it with another KV type") from e
         fp = m.get("fingerprint")
         if fp is not None and fp != shape.fingerprint:
             raise RotationMismatch(f"{source} was calibrated for another model (fingerprint {fp}, this model "
@@ -128,6 +239,7 @@ class Rotations:
                 check_orthogonal(a, ORTHO_TOL_STORED, what=f"{source}: {name}")
             except ValueError as e:
                 raise RotationMismatch(str(e)) from e
+        self.check_limits(source)
 
 
 def zoo_dirs() -> list[Path]:
@@ -139,22 +251,30 @@ def zoo_dirs() -> list[Path]:
     return out
 
 
+def _read_manifest(d: Path) -> list[dict]:
+    """The entries of ``d/manifest.json`` ([] without one); :class:`BadZoo` if it is unreadable."""
+    mf = d / MANIFEST
+    if not mf.is_file():
+        return []
+    try:
+        data = json.loads(mf.read_text())
+        if not isinstance(data, dict):
+            raise ValueError("the manifest must be a JSON object {\"entries\": [...]}")
+        items = data["entries"]
+        if not isinstance(items, list) or not all(isinstance(e, dict) and isinstance(e.get("file"), str)
+                                                  for e in items):
+            raise ValueError("'entries' must be a list of objects with a 'file'")
+    except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError) as e:
+        raise BadZoo(f"zoo manifest {mf} is not readable ({e}): fix it, or remove it "
+                     f"(`oscar zoo add` writes a new one)") from e
+    return items
+
+
 def entries(dirs: list[Path] | None = None) -> list[tuple[Path, dict]]:
     """``(folder, entry)`` for every manifest entry of every zoo folder."""
     out = []
     for d in dirs if dirs is not None else zoo_dirs():
-        mf = d / MANIFEST
-        if mf.is_file():
-            try:
-                data = json.loads(mf.read_text())
-                items = data["entries"]
-                if not isinstance(items, list) or not all(isinstance(e, dict) and "file" in e for e in items):
-                    raise ValueError("'entries' must be a list of objects with a 'file'")
-            except (ValueError, KeyError, TypeError) as e:
-                raise BadZoo(f"zoo manifest {mf} is not readable ({e}): fix it, or remove it "
-                             f"(`oscar zoo add` writes a new one)") from e
-            for e in items:
-                out.append((d, e))
+        out.extend((d, e) for e in _read_manifest(d))
     return out
 
 
@@ -177,32 +297,86 @@ def find(shape: ModelShape, per_head: bool | None = None) -> tuple[Path, dict]:
     return f, e
 
 
+def _atomic_write_text(path: Path, text: str) -> None:
+    from . import atomic
+    with atomic.Cleanup() as cleanup:
+        tmp = cleanup.add(atomic.create_temp_file(path, "oscar"))
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        cleanup.discard(tmp)
+
+
 def add(folder: str | Path, name: str, rot: Rotations, half: bool = False) -> Path:
     """Save ``rot`` as ``folder/name.npz`` (float16 rotations with ``half``) and add (or
-    replace) its manifest entry."""
+    replace) its manifest entry. Checks the rotations (:meth:`Rotations.check_limits`), the
+    name and the manifest before writing anything; both files are written atomically."""
     folder = Path(folder)
+    if not name or name in (".", "..") or "/" in name or "\\" in name or name.startswith("."):
+        raise ValueError(f"zoo entry name {name!r}: use a plain file name such as my-model-7b "
+                         "(no folders, not starting with '.')")
+    rot.check_limits(f"rotations for zoo entry '{name}'")
+    items = _read_manifest(folder)  # a broken manifest is refused before the file is written
     folder.mkdir(parents=True, exist_ok=True)
-    f = folder / f"{name}.npz"
-    rot.save(f, half=half)
-    mf = folder / MANIFEST
-    data = json.loads(mf.read_text()) if mf.is_file() else {"entries": []}
-    data["entries"] = [e for e in data["entries"] if e.get("name") != name]
-    data["entries"].append({"name": name, "file": f.name, **rot.meta})
-    data["entries"].sort(key=lambda e: e["name"])
-    mf.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    f = rot.save(folder / f"{name}.npz", half=half)
+    items = [e for e in items if e.get("name") != name]
+    items.append({"name": name, "file": f.name, **rot.meta})
+    items.sort(key=lambda e: str(e.get("name", "")))
+    _atomic_write_text(folder / MANIFEST, json.dumps({"entries": items}, indent=1, sort_keys=True) + "\n")
     return f
 
 
-def format_list() -> str:
-    """A table of all zoo entries (what ``oscar zoo list`` prints)."""
-    rows = [("name", "arch", "layers", "heads q/kv", "head_dim", "per-head", "fingerprint", "calibration", "date", "folder")]
-    for d, e in entries():
-        c = e.get("calibration", {})
-        rows.append((e.get("name", "?"), e.get("arch", "?"), str(e.get("n_layer", "?")),
-                     f"{e.get('n_head', '?')}/{e.get('n_head_kv', '?')}", str(e.get("head_dim", "?")),
-                     "yes" if e.get("per_head") else "no", e.get("fingerprint", "?"),
-                     f"{c.get('tokens', '?')} tok of {Path(str(c.get('data', '?'))).name}",
-                     str(e.get("date", "?"))[:10], str(d)))
+def check_entry(d: Path, e: dict) -> str | None:
+    """What is wrong with zoo entry ``e`` of folder ``d`` (its file missing, unreadable or out
+    of the limits), or None."""
+    f = d / e["file"]
+    if not f.is_file():
+        return f"{f} is missing: restore the file, or remove the entry from {d / MANIFEST}"
+    try:
+        Rotations.load(f, restore=False)
+    except (ValueError, OSError) as err:
+        return str(err)
+    return None
+
+
+def list_rows(check_files: bool = True) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The rows of ``oscar zoo list`` (header first) and the problems found: a folder whose
+    manifest is unreadable, an entry whose file is missing or broken (with ``check_files``).
+    Problems do not stop the listing: every other folder and entry is still listed."""
+    rows = [("name", "arch", "layers", "heads q/kv", "head_dim", "per-head", "fingerprint", "calibration", "date",
+             "folder", "status")]
+    problems = []
+    for d in zoo_dirs():
+        try:
+            items = _read_manifest(d)
+        except BadZoo as err:
+            problems.append(str(err))
+            continue
+        for e in items:
+            c = e.get("calibration")
+            c = c if isinstance(c, dict) else {}
+            status = "ok"
+            if check_files:
+                why = check_entry(d, e)
+                if why is not None:
+                    status = "BROKEN"
+                    problems.append(f"zoo entry '{e.get('name', '?')}' in {d / MANIFEST}: {why}")
+            rows.append(tuple(str(x) for x in (
+                e.get("name", "?"), e.get("arch", "?"), e.get("n_layer", "?"),
+                f"{e.get('n_head', '?')}/{e.get('n_head_kv', '?')}", e.get("head_dim", "?"),
+                "yes" if e.get("per_head") else "no", e.get("fingerprint", "?"),
+                f"{c.get('tokens', '?')} tok of {Path(str(c.get('data', '?'))).name}",
+                str(e.get("date", "?"))[:10], d, status)))
+    return rows, problems
+
+
+def format_list(check_files: bool = True) -> str:
+    """A table of all zoo entries (what ``oscar zoo list`` prints). Broken folders and entries
+    are listed as far as they can be; :func:`list_rows` says what is wrong."""
+    return format_rows(list_rows(check_files)[0])
+
+
+def format_rows(rows: list[tuple[str, ...]]) -> str:
+    """The table of :func:`list_rows`' rows, columns aligned."""
     if len(rows) == 1:
         return "no zoo entries in " + ", ".join(map(str, zoo_dirs()))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

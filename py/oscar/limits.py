@@ -1,0 +1,132 @@
+"""The limits on what an OSCAR GGUF may carry, loaded from ``limits.json`` beside this file.
+
+``limits.json`` is the one list of these numbers: the converter (this module, used by
+:mod:`oscar.zoo` when it reads a rotation file and by :mod:`oscar.gguf_io` before it writes)
+and llama.cpp (which refuses the same values when it loads a model) both follow it, and both
+sides' tests read it. Each ``check_*`` function takes one kind of value, returns it as it is
+stored in the GGUF and raises ``ValueError`` naming the key (and layer), the value and the
+allowed range; ``fix``, where given, is appended to say what to do.
+
+- clip ratios (``oscar.clip_k``, ``oscar.clip_v``, float32, one per layer): finite,
+  ``CLIP_RATIO_MIN_EXCLUSIVE < r <= CLIP_RATIO_MAX``, checked on the float32 value stored;
+- window sizes (``oscar.sink_tokens``, ``oscar.recent_tokens``, stored as uint32): integers
+  with ``WINDOW_TOKENS_MIN <= n <= WINDOW_TOKENS_MAX`` (the runtime reads them as int32);
+- rotations (``blk.N.attn_{k,v}_oscar_rot``, float32): per layer ``[D, D]`` or
+  ``[n_head_kv, D, D]``, finite, ``max |RᵀR - I| <= ROTATION_ORTHOGONALITY_TOL``, D a head
+  size oscar2 can hold;
+- head sizes oscar2 can hold: multiples of ``OSCAR2_BLOCK`` (it stores blocks of 64 values).
+"""
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+#: everything in limits.json, as read
+LIMITS: dict[str, Any] = json.loads(resources.files(__package__).joinpath("limits.json").read_text(encoding="utf-8"))
+
+CLIP_RATIO_MIN_EXCLUSIVE: float = float(LIMITS["clip_ratio_min_exclusive"])
+CLIP_RATIO_MAX: float = float(LIMITS["clip_ratio_max"])
+WINDOW_TOKENS_MIN: int = int(LIMITS["window_tokens_min"])
+WINDOW_TOKENS_MAX: int = int(LIMITS["window_tokens_max"])
+ROTATION_ORTHOGONALITY_TOL: float = float(LIMITS["rotation_orthogonality_tol"])
+OSCAR2_BLOCK: int = int(LIMITS["oscar2_block"])
+CLIP_RATIO_KEYS: tuple[str, ...] = tuple(LIMITS["clip_ratio_keys"])
+WINDOW_TOKENS_KEYS: tuple[str, ...] = tuple(LIMITS["window_tokens_keys"])
+
+CLIP_RANGE = f"{CLIP_RATIO_MIN_EXCLUSIVE:g} < r <= {CLIP_RATIO_MAX:g}, finite"
+WINDOW_RANGE = f"an integer {WINDOW_TOKENS_MIN} <= n <= {WINDOW_TOKENS_MAX}"
+
+
+def _where(key: str, layer: int | None = None, head: int | None = None) -> str:
+    """``key[3] (layer 3, KV head 1)``; without a layer ``key (KV head 1)`` or ``key``."""
+    h = "" if head is None else f"KV head {head}"
+    if layer is None:
+        return f"{key} ({h})" if h else key
+    return f"{key}[{layer}] (layer {layer}{', ' + h if h else ''})"
+
+
+def _fail(msg: str, fix: str | None) -> ValueError:
+    return ValueError(msg + (f"; {fix}" if fix else ""))
+
+
+def check_clip_ratio(value: Any, key: str = "oscar.clip_k", layer: int | None = None, fix: str | None = None) -> float:
+    """One clip ratio as stored (the float32 value, returned as a Python float)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise _fail(f"{_where(key, layer)} = {value!r}: a clip ratio must be a number with {CLIP_RANGE}", fix)
+    with np.errstate(over="ignore"):
+        r = float(np.float32(value))  # the runtime sees the float32 value: check that one
+    if not math.isfinite(r) or not (CLIP_RATIO_MIN_EXCLUSIVE < r <= CLIP_RATIO_MAX):
+        shown = f"{float(value):g}" + ("" if float(value) == r or not math.isfinite(float(value)) else f" (float32 {r:g})")
+        raise _fail(f"{_where(key, layer)} = {shown} is outside the allowed clip ratios ({CLIP_RANGE})", fix)
+    return r
+
+
+def check_clip_ratios(values: Any, key: str = "oscar.clip_k", n_layer: int | None = None,
+                      fix: str | None = None) -> np.ndarray:
+    """One clip ratio per layer: a 1-D array (of ``n_layer`` entries where given), returned float32."""
+    a = np.asarray(values)
+    if a.ndim != 1 or a.dtype.kind not in "fiu":
+        raise _fail(f"{key} must be a 1-D array of numbers (one clip ratio per layer), got {a.dtype} shape {a.shape}",
+                    fix)
+    if n_layer is not None and a.shape[0] != n_layer:
+        raise _fail(f"{key} has {a.shape[0]} entries, one per layer needs {n_layer}", fix)
+    return np.array([check_clip_ratio(x, key, i, fix) for i, x in enumerate(a.tolist())], dtype=np.float32)
+
+
+def check_window_tokens(value: Any, key: str = "oscar.sink_tokens", fix: str | None = None) -> int:
+    """A window size (``oscar.sink_tokens``, ``oscar.recent_tokens``): an integer in range."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise _fail(f"{key} = {value!r}: a window size must be {WINDOW_RANGE} (tokens)", fix)
+    n = int(value)
+    if not WINDOW_TOKENS_MIN <= n <= WINDOW_TOKENS_MAX:
+        raise _fail(f"{key} = {n} is outside the allowed window sizes ({WINDOW_RANGE} tokens)", fix)
+    return n
+
+
+def check_head_dim(value: Any, key: str = "head_dim", layer: int | None = None, fix: str | None = None) -> int:
+    """A head size the oscar2 cache can hold: a positive multiple of ``OSCAR2_BLOCK``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or int(value) <= 0 \
+            or int(value) % OSCAR2_BLOCK:
+        raise _fail(f"{_where(key, layer)} = {value!r}: oscar2 stores blocks of {OSCAR2_BLOCK} values, so it holds "
+                    f"head sizes that are a multiple of {OSCAR2_BLOCK} only", fix)
+    return int(value)
+
+
+def check_rotation(r: Any, key: str = "rot_k", layer: int | None = None, fix: str | None = None) -> np.ndarray:
+    """One layer's rotation, ``[D, D]`` or ``[n_head_kv, D, D]``, returned as the float32 array
+    stored: square, D a head size oscar2 holds, finite, orthogonal to ``ROTATION_ORTHOGONALITY_TOL``."""
+    a = np.asarray(r)
+    where = _where(key, layer)
+    if a.dtype.kind not in "fiu" or a.ndim not in (2, 3) or a.shape[-1] != a.shape[-2] or a.size == 0:
+        raise _fail(f"{where}: a rotation must be a square float32 matrix [D, D] or a stack [n_head_kv, D, D], "
+                    f"got {a.dtype} shape {a.shape}", fix)
+    check_head_dim(int(a.shape[-1]), f"{where}: D", None, fix)
+    with np.errstate(over="ignore"):
+        a = np.ascontiguousarray(a, dtype=np.float32)
+    stack = a.reshape(-1, a.shape[-1], a.shape[-1])
+    for h, m in enumerate(stack):
+        w = _where(key, layer, h if a.ndim == 3 else None)
+        if not np.all(np.isfinite(m)):
+            raise _fail(f"{w}: the rotation has NaN or Inf entries (as float32); a rotation must be finite", fix)
+        m64 = m.astype(np.float64)
+        err = float(np.max(np.abs(m64.T @ m64 - np.eye(m.shape[0]))))
+        if not err <= ROTATION_ORTHOGONALITY_TOL:
+            raise _fail(f"{w}: the rotation is not orthogonal (max |RᵀR - I| = {err:.3g}, allowed "
+                        f"<= {ROTATION_ORTHOGONALITY_TOL:g})", fix)
+    return a
+
+
+def check_rotations(a: Any, key: str = "rot_k", n_layer: int | None = None, fix: str | None = None) -> np.ndarray:
+    """All layers' rotations, ``[L, D, D]`` or ``[L, n_head_kv, D, D]``, returned float32."""
+    a = np.asarray(a)
+    if a.ndim not in (3, 4):
+        raise _fail(f"{key}: rotations must be [n_layer, D, D] or [n_layer, n_head_kv, D, D], got {a.dtype} shape "
+                    f"{a.shape}", fix)
+    if n_layer is not None and a.shape[0] != n_layer:
+        raise _fail(f"{key} has rotations for {a.shape[0]} layers, the model has {n_layer}", fix)
+    return np.stack([check_rotation(x, key, i, fix) for i, x in enumerate(a)]) if len(a) else a.astype(np.float32)
