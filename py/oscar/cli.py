@@ -121,7 +121,12 @@ def convert_main(argv: list[str] | None = None) -> int:
                "  calibrate  run the model in PyTorch over --calib-data (CPU; SmolLM2-135M with 32k tokens needs\n"
                "             ~18 CPU-minutes: about 10 min on 2 idle cores), compute attention-aware covariances,\n"
                "             rotations U*H*P, and search the clip ratios per layer against the attention-output error\n"
-               "  FILE       a rotation .npz written by --save-rotations (checked against the model)\n\n"
+               "  hf:OWNER/REPO[:FILE]\n"
+               "             from a Hugging Face Hub repository written by `oscar zoo push` (the manifest entry whose\n"
+               "             fingerprint is the model's, or FILE) through huggingface_hub and its cache (HF_HUB_CACHE,\n"
+               "             HF_HUB_OFFLINE); when the hub cannot be reached and the file is not cached, the local zoo's\n"
+               "             entry is used, with a warning\n"
+               "  FILE       a rotation file (.safetensors or .npz) written by --save-rotations (checked against the model)\n\n"
                "examples:\n"
                "  oscar-convert smollm2-135m --rotations zoo -o smollm2-oscar.gguf\n"
                "  oscar-convert model.gguf --rotations calibrate --calib-data valid.txt -o model-oscar.gguf\n"
@@ -132,7 +137,8 @@ def convert_main(argv: list[str] | None = None) -> int:
                "Every value written is checked against the limits llama.cpp enforces (py/oscar/limits.json).")
     ap.add_argument("model", metavar="MODEL",
                     help=f"GGUF file, Hugging Face folder, or zoo alias ({', '.join(MODEL_ALIASES)})")
-    ap.add_argument("--rotations", required=True, metavar="{zoo,calibrate,FILE}", help="where the rotations come from")
+    ap.add_argument("--rotations", required=True, metavar="{zoo,calibrate,hf:OWNER/REPO[:FILE],FILE}",
+                    help="where the rotations come from")
     ap.add_argument("-o", "--output", required=True, metavar="OUT.gguf", help="output GGUF (must not exist unless --force)")
     ap.add_argument("--calib-data", default=None,
                     help="calibration text: a text file or 'wikitext2' (needs network and `datasets`); "
@@ -152,7 +158,8 @@ def convert_main(argv: list[str] | None = None) -> int:
                          "F32, F16, BF16), so that llama.cpp multiplies neither V nor the attention output by a rotation "
                          "at run time: two fewer matrix products per layer and token. Quantize the output afterwards "
                          "(llama-quantize keeps the OSCAR tensors and metadata)")
-    ap.add_argument("--save-rotations", metavar="FILE.npz", help="also write the rotations as a rotation file")
+    ap.add_argument("--save-rotations", metavar="FILE.safetensors",
+                    help="also write the rotations as a rotation file (safetensors, or .npz by its name)")
     ap.add_argument("--force", action="store_true", help="overwrite an existing output")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a = ap.parse_args(argv)
@@ -183,7 +190,7 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
     beside OUT; both are removed at the end, on an exception and on SIGINT/SIGTERM, and a
     SIGKILL's leftovers are removed by the next run for the same OUT (:mod:`oscar.atomic`)."""
     import time
-    from . import atomic, calibrate as cal, gguf_io, zoo
+    from . import atomic, calibrate as cal, gguf_io, hub, zoo
     t0 = time.time()
     if out.exists() and not a.force:
         raise ConvertError(f"output {out} already exists: pass --force to overwrite it, or choose another -o")
@@ -217,7 +224,24 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             if a.fold_v:  # before any calibration: nothing is lost on a refusal
                 gguf_io.check_foldable(gguf_io.open_reader(gguf_path), gguf_path)
             how = a.rotations
-            if a.rotations == "zoo":
+            use_zoo = a.rotations == "zoo"
+            if hub.is_hub_spec(a.rotations):
+                try:
+                    f, entry = hub.fetch(hub.parse(a.rotations), shape, per_head=True if a.per_head else None)
+                except hub.HubUnreachable as e:
+                    use_zoo = True
+                    print(f"oscar-convert: warning: {a.rotations}: {e}; falling back to the local zoo "
+                          f"({', '.join(map(str, zoo.zoo_dirs()))})", file=sys.stderr)
+                except hub.HubError as e:
+                    raise ConvertError(str(e)) from e
+                else:
+                    try:
+                        rot = zoo.Rotations.load(f)
+                    except ValueError as e:
+                        raise ConvertError(f"{a.rotations}: {e}") from e
+                    rot.validate(shape, f"{a.rotations} ({f.name})")
+                    how = a.rotations + (f" ({entry['name']})" if entry and entry.get("name") else "")
+            if use_zoo:
                 try:
                     f, entry = zoo.find(shape, per_head=True if a.per_head else None)
                     rot = zoo.Rotations.load(f)
@@ -227,7 +251,9 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                     raise ConvertError(f"zoo file {f} for this model is broken ({e}): restore it, or use "
                                        "--rotations calibrate") from e
                 rot.validate(shape, f"zoo file {f}")
-                how = f"zoo:{entry['name']}"
+                how = f"zoo:{entry['name']}" + ("" if a.rotations == "zoo" else f" (in place of {a.rotations})")
+            elif hub.is_hub_spec(a.rotations):
+                pass
             elif a.rotations == "calibrate":
                 from . import paths
                 data = a.calib_data or str(paths.WIKITEXT2_VALID)
@@ -286,6 +312,15 @@ def oscar_main(argv: list[str] | None = None) -> int:
     za.add_argument("--dir", default=None, help="zoo folder (default: $OSCAR_ZOO)")
     za.add_argument("--half", action="store_true",
                     help="store the rotations as float16 (half the file; made orthogonal again on load)")
+    zp = zs.add_parser("push", help="write a folder ready to upload to a Hugging Face Hub repository (safetensors "
+                                    "rotation files, manifest.json, README.md model card)",
+                       description="Write DIR with every zoo entry (or those named with --entry) as NAME.safetensors, "
+                                   "the manifest and a model card; upload it with `hf upload OWNER/REPO DIR`, after "
+                                   "which `oscar-convert MODEL --rotations hf:OWNER/REPO` finds the model's entry.")
+    zp.add_argument("folder", metavar="DIR", help="output folder (must not exist or be empty)")
+    zp.add_argument("--repo", default="OWNER/REPO", help="the repository id the model card's examples name")
+    zp.add_argument("--entry", action="append", default=None, metavar="NAME", help="push only this entry (repeatable)")
+    zp.add_argument("--half", action="store_true", help="store the rotations as float16 (half the size)")
     dq = sub.add_parser("dequantize", help="save a GGUF model as a float32 Hugging Face folder, so calibration "
                                            "loads it in seconds (oscar-convert --torch-model DIR)")
     dq.add_argument("gguf", help="model GGUF")
@@ -311,6 +346,16 @@ def oscar_main(argv: list[str] | None = None) -> int:
             print(f"oscar zoo list: error: {msg}", file=sys.stderr)
         if problems:
             return 1
+    elif a.cmd == "zoo" and a.zoo_cmd == "push":
+        try:
+            files = zoo.push_folder(a.folder, a.repo, a.entry, half=a.half)
+        except (ValueError, LookupError, OSError) as e:
+            print(f"oscar zoo push: error: {e}", file=sys.stderr)
+            return 1
+        n = sum(f.suffix == ".safetensors" for f in files)
+        mib = sum(f.stat().st_size for f in files) / 2**20
+        print(f"oscar zoo push: wrote {a.folder} ({n} rotation files, manifest.json, README.md; {mib:.1f} MiB); "
+              f"upload it with: hf upload {a.repo} {a.folder}", file=sys.stderr)
     elif a.cmd == "zoo" and a.zoo_cmd == "add":
         import os
         d = a.dir or os.environ.get("OSCAR_ZOO")

@@ -1,4 +1,4 @@
-"""Rotation files (``.npz``) and the rotation zoo.
+"""Rotation files (``.safetensors`` or ``.npz``) and the rotation zoo.
 
 A rotation file holds, for one model (all in llama.cpp's head layout):
 
@@ -12,6 +12,12 @@ A rotation file holds, for one model (all in llama.cpp's head layout):
   ``head_dim``, ``fingerprint`` (:func:`oscar.gguf_io.model_shape`), ``per_head``,
   ``sink_tokens``, ``recent_tokens``, ``calibration`` (``data``, ``tokens``,
   ``heldout_tokens``, ``objective``), ``date``, ``model`` (file name it was made from).
+
+Two formats hold the same arrays: safetensors (the format the zoo publishes on the
+Hugging Face Hub; the tensors above and the JSON meta as the header's ``oscar.meta``;
+read by ``safetensors.numpy`` and ``safetensors.torch`` alike, no pickle) and numpy's
+``.npz`` (``meta`` a string array). :meth:`Rotations.load` tells them by their first
+bytes, :meth:`Rotations.save` writes the one its file name ends with.
 
 The zoo is a folder with such files and ``manifest.json`` (``{"entries": [...]}``,
 each entry the file's ``meta`` plus ``name`` and ``file``). Folders searched: the
@@ -57,6 +63,10 @@ class BadRotationFile(ValueError):
 #: what to do about a rotation file that is broken or out of the limits
 FILE_FIX = ("recompute it (oscar-convert MODEL --rotations calibrate --save-rotations FILE.npz) "
             "or restore the original file")
+#: the safetensors header key that holds the JSON meta
+ST_META_KEY = "oscar.meta"
+#: the arrays of a rotation file
+ARRAYS = ("rot_k", "rot_v", "clip_k", "clip_v")
 #: meta keys that must be integers (>= 0) where present
 _META_INTS = ("n_layer", "n_head", "n_head_kv", "head_dim")
 
@@ -75,30 +85,40 @@ class Rotations:
         return self.rot_k.ndim == 4
 
     def save(self, path: str | Path, half: bool = False) -> Path:
-        """Write an ``.npz`` (``.npz`` appended to a name without it, as numpy does): the
-        rotations as float32, or float16 with ``half`` (half the size; restored to orthogonal
-        on :meth:`load`), the clip ratios as float32, the JSON meta. Atomic: written to a
+        """Write a rotation file: safetensors when ``path`` ends with ``.safetensors``, else an
+        ``.npz`` (``.npz`` appended to a name without it, as numpy does). The rotations as
+        float32, or float16 with ``half`` (half the size; restored to orthogonal on
+        :meth:`load`), the clip ratios as float32, the JSON meta. Atomic: written to a
         temporary beside it and renamed (:mod:`oscar.atomic`), so an interrupted save leaves
         the old file (or none). Returns the path written."""
         from . import atomic
         path = Path(path)
-        if path.suffix != ".npz":
+        st = path.suffix == ".safetensors"
+        if not st and path.suffix != ".npz":
             path = path.with_name(path.name + ".npz")
         rt = np.float16 if half else np.float32
+        arrays = {"rot_k": np.ascontiguousarray(self.rot_k, rt), "rot_v": np.ascontiguousarray(self.rot_v, rt),
+                  "clip_k": np.ascontiguousarray(self.clip_k, np.float32),
+                  "clip_v": np.ascontiguousarray(self.clip_v, np.float32)}
+        meta = json.dumps(self.meta, sort_keys=True)
         atomic.remove_stale(path, "oscar", "oscar")
         with atomic.Cleanup() as cleanup:
             tmp = cleanup.add(atomic.create_temp_file(path, "oscar"))
-            with open(tmp, "wb") as f:
-                np.savez_compressed(f, rot_k=self.rot_k.astype(rt), rot_v=self.rot_v.astype(rt),
-                                    clip_k=np.asarray(self.clip_k, np.float32), clip_v=np.asarray(self.clip_v, np.float32),
-                                    meta=np.array(json.dumps(self.meta, sort_keys=True)))
+            if st:
+                from safetensors.numpy import save
+                tmp.write_bytes(save(arrays, metadata={ST_META_KEY: meta}))
+            else:
+                with open(tmp, "wb") as f:
+                    np.savez_compressed(f, **arrays, meta=np.array(meta))
             os.replace(tmp, path)
             cleanup.discard(tmp)
         return path
 
     @staticmethod
     def load(path: str | Path, restore: bool = True) -> "Rotations":
-        """Read an ``.npz`` written by :meth:`save` (float16 rotations made orthogonal again).
+        """Read a rotation file written by :meth:`save`, safetensors or ``.npz`` (told by the
+        first bytes: a zip's ``PK``, or safetensors' header length and ``{``); float16
+        rotations are made orthogonal again.
         Anything else, and any value outside :mod:`oscar.limits`, raises
         :class:`BadRotationFile` (a ``ValueError``) naming the file, the key (and layer) and the fix.
         ``restore=False`` (a quick check, e.g. ``oscar zoo list``): float16 rotations are only
@@ -107,28 +127,22 @@ class Rotations:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"rotation file {path}: no such file")
-        what = "an OSCAR rotation file (.npz with rot_k, rot_v, clip_k, clip_v, meta)"
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                missing = [k for k in ("rot_k", "rot_v", "clip_k", "clip_v", "meta") if k not in z.files]
-                if missing:
-                    raise KeyError(", ".join(missing))
-                rk, rv = np.asarray(z["rot_k"]), np.asarray(z["rot_v"])
-                clip_k, clip_v = np.asarray(z["clip_k"]), np.asarray(z["clip_v"])
-                meta_raw = z["meta"]
-                meta_s = str(meta_raw.item() if meta_raw.shape == () else meta_raw)
-        except KeyError as e:
-            raise BadRotationFile(f"rotation file {path} is not {what}: it has no {e.args[0]} array; {FILE_FIX}") from e
-        except Exception as e:  # zipfile.BadZipFile, EOFError, zlib.error, ValueError, OSError ... from a broken file
-            if path.stat().st_size == 0:
-                reason = "the file is empty"
-            else:
-                reason = f"{type(e).__name__}: {e}".rstrip(": ")
-            raise BadRotationFile(f"rotation file {path} is not {what} or is damaged ({reason}); {FILE_FIX}") from e
+        with open(path, "rb") as f:
+            head = f.read(9)
+        if path.suffix == ".safetensors" or (len(head) == 9 and head[8:9] == b"{" and head[:2] != b"PK"):
+            rk, rv, clip_k, clip_v, meta_s = _read_safetensors(path)
+        else:
+            rk, rv, clip_k, clip_v, meta_s = _read_npz(path)
         try:
             meta = json.loads(meta_s)
         except ValueError as e:
             raise BadRotationFile(f"rotation file {path}: meta is not JSON ({e}); {FILE_FIX}") from e
+        return Rotations._from_arrays(path, rk, rv, clip_k, clip_v, meta, restore)
+
+    @staticmethod
+    def _from_arrays(path: Path, rk: np.ndarray, rv: np.ndarray, clip_k: np.ndarray, clip_v: np.ndarray,
+                     meta, restore: bool) -> "Rotations":
+        """The checks of :meth:`load` on the arrays read from ``path``."""
         rots = []
         for name, a in (("rot_k", rk), ("rot_v", rv)):
             if a.dtype == np.float16 and a.ndim in (3, 4) and a.shape[-1] == a.shape[-2] and a.size:
@@ -242,6 +256,50 @@ class Rotations:
         self.check_limits(source)
 
 
+def _unreadable(path: Path, what: str, e: Exception) -> BadRotationFile:
+    reason = "the file is empty" if path.stat().st_size == 0 else f"{type(e).__name__}: {e}".rstrip(": ")
+    return BadRotationFile(f"rotation file {path} is not {what} or is damaged ({reason}); {FILE_FIX}")
+
+
+def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
+    """``(rot_k, rot_v, clip_k, clip_v, meta JSON)`` of an ``.npz`` rotation file (no pickle)."""
+    what = "an OSCAR rotation file (.npz with rot_k, rot_v, clip_k, clip_v, meta)"
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in (*ARRAYS, "meta") if k not in z.files]
+            if missing:
+                raise KeyError(", ".join(missing))
+            arrays = [np.asarray(z[k]) for k in ARRAYS]
+            meta_raw = z["meta"]
+            meta_s = str(meta_raw.item() if meta_raw.shape == () else meta_raw)
+    except KeyError as e:
+        raise BadRotationFile(f"rotation file {path} is not {what}: it has no {e.args[0]} array; {FILE_FIX}") from e
+    except Exception as e:  # zipfile.BadZipFile, EOFError, zlib.error, ValueError, OSError ... from a broken file
+        raise _unreadable(path, what, e) from e
+    return (*arrays, meta_s)
+
+
+def _read_safetensors(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
+    """``(rot_k, rot_v, clip_k, clip_v, meta JSON)`` of a safetensors rotation file."""
+    what = f"an OSCAR rotation file (safetensors with {', '.join(ARRAYS)} and the header key {ST_META_KEY})"
+    try:
+        from safetensors import safe_open
+        with safe_open(str(path), framework="np") as f:
+            names = set(f.keys())
+            header = f.metadata() or {}
+            missing = [k for k in ARRAYS if k not in names]
+            if missing:
+                raise KeyError(", ".join(missing) + " array")
+            if ST_META_KEY not in header:
+                raise KeyError(f"{ST_META_KEY} header key")
+            arrays = [np.asarray(f.get_tensor(k)) for k in ARRAYS]
+    except KeyError as e:
+        raise BadRotationFile(f"rotation file {path} is not {what}: it has no {e.args[0]}; {FILE_FIX}") from e
+    except Exception as e:  # safetensors' SafetensorError, OSError ... from a broken file
+        raise _unreadable(path, what, e) from e
+    return (*arrays, header[ST_META_KEY])
+
+
 def zoo_dirs() -> list[Path]:
     """Zoo folders in search order: ``$OSCAR_ZOO`` (if set), then the bundled ``zoo/``."""
     out = []
@@ -306,9 +364,9 @@ def _atomic_write_text(path: Path, text: str) -> None:
         cleanup.discard(tmp)
 
 
-def add(folder: str | Path, name: str, rot: Rotations, half: bool = False) -> Path:
-    """Save ``rot`` as ``folder/name.npz`` (float16 rotations with ``half``) and add (or
-    replace) its manifest entry. Checks the rotations (:meth:`Rotations.check_limits`), the
+def add(folder: str | Path, name: str, rot: Rotations, half: bool = False, suffix: str = ".npz") -> Path:
+    """Save ``rot`` as ``folder/name`` + ``suffix`` (``.npz`` or ``.safetensors``; float16
+    rotations with ``half``) and add (or replace) its manifest entry. Checks the rotations (:meth:`Rotations.check_limits`), the
     name and the manifest before writing anything; both files are written atomically."""
     folder = Path(folder)
     if not name or name in (".", "..") or "/" in name or "\\" in name or name.startswith("."):
@@ -317,7 +375,9 @@ def add(folder: str | Path, name: str, rot: Rotations, half: bool = False) -> Pa
     rot.check_limits(f"rotations for zoo entry '{name}'")
     items = _read_manifest(folder)  # a broken manifest is refused before the file is written
     folder.mkdir(parents=True, exist_ok=True)
-    f = rot.save(folder / f"{name}.npz", half=half)
+    if suffix not in (".npz", ".safetensors"):
+        raise ValueError(f"rotation file suffix {suffix!r}: use .safetensors or .npz")
+    f = rot.save(folder / f"{name}{suffix}", half=half)
     items = [e for e in items if e.get("name") != name]
     items.append({"name": name, "file": f.name, **rot.meta})
     items.sort(key=lambda e: str(e.get("name", "")))
@@ -381,3 +441,106 @@ def format_rows(rows: list[tuple[str, ...]]) -> str:
         return "no zoo entries in " + ", ".join(map(str, zoo_dirs()))
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+
+#: the README a pushed zoo folder carries: {repo}, {table}, {n}, {example}
+_CARD = """---
+license: apache-2.0
+library_name: oscar-kv
+tags:
+- kv-cache
+- quantization
+- llama.cpp
+- oscar
+---
+
+# OSCAR KV-cache rotations
+
+Calibrated rotations and clip ratios for OSCAR's 2-bit KV cache (`oscar2`) in llama.cpp:
+{n} model(s), one safetensors file each, listed in `manifest.json`. Each file holds, in
+llama.cpp's head layout, `rot_k` and `rot_v` (`[n_layer, D, D]`, or `[n_layer, n_head_kv, D, D]`
+per KV head) and `clip_k`, `clip_v` (`[n_layer]`); its header key `oscar.meta` is the JSON
+record of the model and the calibration. The files read with `safetensors.numpy` and
+`safetensors.torch` alike.
+
+| entry | file | architecture | layers | heads q/kv | head_dim | per head | fingerprint | calibration |
+|---|---|---|---|---|---|---|---|---|
+{table}
+
+## Use
+
+```sh
+oscar-convert MODEL.gguf --rotations hf:{repo} -o MODEL-oscar.gguf      # the entry for MODEL
+oscar-convert MODEL.gguf --rotations hf:{repo}:{example} -o MODEL-oscar.gguf
+llama-server -m MODEL-oscar.gguf -ctk oscar2 -ctv oscar2
+```
+
+The entry is chosen by the fingerprint of the model's attention weights, so a rotation is
+never applied to a model it was not made for; a model without an entry here is calibrated
+with `oscar-convert MODEL.gguf --rotations calibrate`.
+"""
+
+
+def push_folder(out: str | Path, repo: str = "OWNER/REPO", names: list[str] | None = None,
+                half: bool = False) -> list[Path]:
+    """Write ``out``, a folder ready to upload to a Hugging Face Hub repository: every zoo
+    entry (or those named in ``names``) as ``NAME.safetensors`` (float16 rotations with
+    ``half``), ``manifest.json`` and a model card ``README.md`` naming ``repo``. Each entry
+    is loaded and checked first; ``out`` must not exist or be empty, and is written as a
+    temporary folder beside it, renamed at the end. Returns the files written."""
+    from . import atomic
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"{out} exists and is not an empty folder: choose a new folder")
+    hits: dict[str, tuple[Path, dict]] = {}
+    for d, e in entries():
+        hits.setdefault(str(e.get("name", Path(e["file"]).stem)), (d, e))  # the first folder wins, as in find()
+    if names:
+        missing = [n for n in names if n not in hits]
+        if missing:
+            raise NoZooEntry(f"no zoo entry named {', '.join(missing)} in {', '.join(map(str, zoo_dirs()))} "
+                             f"(entries: {', '.join(sorted(hits)) or 'none'})")
+        hits = {n: hits[n] for n in names}
+    if not hits:
+        raise NoZooEntry(f"no zoo entries in {', '.join(map(str, zoo_dirs()))}: nothing to push")
+    loaded = []
+    for name, (d, e) in sorted(hits.items()):
+        why = check_entry(d, e)
+        if why is not None:
+            raise BadZoo(f"zoo entry '{name}' in {d / MANIFEST}: {why}")
+        loaded.append((name, e, Rotations.load(d / e["file"])))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic.Cleanup() as cleanup:
+        tmp = cleanup.add(atomic.create_temp_dir(out, "oscar"))
+        items, rows = [], []
+        for name, e, rot in loaded:
+            f = rot.save(tmp / f"{name}.safetensors", half=half)
+            items.append({**rot.meta, "name": name, "file": f.name})
+            c = rot.meta.get("calibration", {}) if isinstance(rot.meta.get("calibration"), dict) else {}
+            m = rot.meta
+            rows.append(f"| {name} | {f.name} | {m.get('arch', '?')} | {m.get('n_layer', '?')} | "
+                        f"{m.get('n_head', '?')}/{m.get('n_head_kv', '?')} | {m.get('head_dim', '?')} | "
+                        f"{'yes' if rot.per_head else 'no'} | {m.get('fingerprint', '?')} | "
+                        f"{c.get('tokens', '?')} tokens of {Path(str(c.get('data', '?'))).name} |")
+        (tmp / MANIFEST).write_text(json.dumps({"entries": items}, indent=1, sort_keys=True) + "\n")
+        (tmp / "README.md").write_text(_CARD.format(repo=repo, table="\n".join(rows), n=len(items),
+                                                    example=items[0]["file"]))
+        if out.exists():
+            out.rmdir()  # empty (checked above)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)  # a folder as mkdir makes it (the temporary one is private)
+        os.replace(tmp, out)
+        cleanup.discard(tmp)
+    return sorted(out.iterdir())
+
+
+def _read_optional(path: Path, st: bool) -> tuple[np.ndarray | None, ...]:
+    """The :data:`OPTIONAL_ARRAYS` of a rotation file (None where absent)."""
+    if st:
+        from safetensors import safe_open
+        with safe_open(str(path), framework="np") as f:
+            names = set(f.keys())
+            return tuple(np.asarray(f.get_tensor(k)) if k in names else None for k in OPTIONAL_ARRAYS)
+    with np.load(path, allow_pickle=False) as z:
+        return tuple(np.asarray(z[k]) if k in z.files else None for k in OPTIONAL_ARRAYS)
