@@ -35,6 +35,8 @@ def test_kv_model_matches_llama_cpp(smollm2, k, v, sink, recent):
     assert got["pool"] == pytest.approx(b["pool"] / 2**20, abs=0.006)
     assert got["other"] == pytest.approx(other / 2**20, abs=0.006)
     assert b["total"] == pytest.approx(o2 + other + b["pool"])
+    values = kvmem.cells(ctx) * SMOL.n_layer * SMOL.n_head_kv * (SMOL.head_dim_k + SMOL.head_dim_v)
+    assert got["bits"] == pytest.approx(8 * b["total"] / values, abs=0.006)
 
 
 def test_kv_model_by_hand():
@@ -291,3 +293,97 @@ def test_synth_fold_v(tmp_path, capsys):
     assert llm.create_completion("abc", max_tokens=2, temperature=0.0)["usage"]["completion_tokens"] >= 1
     assert synthetic.main(["tiny-hd64", "--fold-v", "-o", str(tmp_path / "x.gguf")]) == 1
     assert "--fold-v needs --oscar" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- equal memory
+
+from oscar import equalmem  # noqa: E402
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2, 3, 7, 24, 100, 127, 128, 129, 255, 256])
+@pytest.mark.parametrize("guess", [1, 5, 24, 128, 256])
+def test_largest_batch_against_brute_force(limit, guess):
+    """The search finds what trying every batch finds, whatever the guess, and tries each batch once."""
+    calls = []
+
+    def fits(b):
+        calls.append(b)
+        return b <= limit
+
+    brute = max([b for b in range(1, 257) if b <= limit], default=0)
+    got, tried = equalmem.largest_batch(fits, guess)
+    assert got == brute
+    assert len(calls) == len(set(calls)) == len(tried)
+    assert all(tried[b] == (b <= limit) for b in tried)
+    if 1 <= limit < 256 and guess == limit:
+        assert sorted(calls) == [limit, limit + 1]   # a right guess costs two tries
+    assert len(calls) <= 18
+
+
+def test_largest_batch_cap():
+    got, tried = equalmem.largest_batch(lambda b: True, 3, max_seq=10)
+    assert got == 10 and max(tried) == 10
+
+
+def test_guess_and_step_bytes_by_hand():
+    g = kvmem.KVGeometry(n_layer=36, n_head_kv=8, head_dim_k=128, head_dim_v=128)
+    # f16: 36 x 8 x 256 x 2 B = 147456 B per token; 32768 + 32 tokens -> 33024 cells
+    assert equalmem.seq_kv_bytes(g, 32800, "f16", "f16", 64, 256) == 147456 * 33024
+    assert equalmem.guess_batch(147456 * 33024 * 24.5, 147456 * 33024) == 24
+    assert equalmem.guess_batch(1e15, 1.0) == 256 and equalmem.guess_batch(-5, 1.0) == 1
+    with pytest.raises(ValueError):
+        equalmem.guess_batch(1.0, 0.0)
+    # a step at depth 32768 + 16 (cells padded to 33024): oscar2 40 B per head and side,
+    # plus the window rows (64 + 256 cells x 2 sides x 128 halves) per layer and head
+    sb = equalmem.step_bytes(g, 4.5e9, 10, 32768, 32, "oscar2", "oscar2", 64, 256)
+    per_seq = 33024 * 36 * 8 * 80 + 320 * 36 * 8 * 2 * 128 * 2
+    assert sb["kv"] == 10 * per_seq and sb["total"] == 4.5e9 + 10 * per_seq
+    assert equalmem.step_bytes(g, 0, 1, 100, 2, "oscar2", "oscar2", 0, 0)["kv"] == 256 * 36 * 8 * 80
+    assert equalmem.step_bytes(g, 0, 2, 100, 2, "q8_0", "f16", 64, 256)["kv"] == 2 * 256 * 36 * 8 * (136 + 256)
+
+
+def test_batched_jsonl_and_table():
+    line = ('{"n_kv_max": 1056, "n_batch": 2048, "n_ubatch": 512, "flash_attn": 1, "is_pp_shared": 1, "n_gpu_layers": 99, '
+            '"n_threads": 2, "n_threads_batch": 2, "pp": 512, "tg": 16, "pl": 2, "n_kv": 1056, "t_pp": 0.5, '
+            '"speed_pp": 1024.0, "t_tg": 0.8, "speed_tg": 40.0, "t": 1.3, "speed": 418.4}')
+    res = equalmem.parse_batched_jsonl("llama_context: stuff\n" + line + "\n|  PP | table |\n")
+    assert len(res) == 1 and res[0].pl == 2 and res[0].tg == 16 and res[0].speed_tg == 40.0
+    rows = [{"kv": "f16", "batch": 2, "kv_gib": 1.0, "step_ms": 50.0, "tok_s": 40.0, "step_bytes": 1e11, "status": "ok"},
+            {"kv": "oscar2", "batch": 8, "kv_gib": 1.0, "step_ms": 100.0, "tok_s": 80.0, "step_bytes": 2e11, "status": "ok"},
+            {"kv": "q4_0", "batch": 0, "status": "not even one sequence of 9 tokens fits"}]
+    t = equalmem.table_rows(rows)
+    assert t[0][5] == "1.00" and t[0][7] == "2.00"          # 1e11 B in 50 ms = 2 TB/s
+    assert t[1][5] == "2.00" and t[1][6] == "200.0" and t[1][7] == "2.00"
+    assert t[2][-1].startswith("not even") and t[2][4] == "-"
+
+
+def test_equal_memory_real_run(bin_dir, tmp_path):
+    """A real --equal-memory run on the CPU (tiny synthetic model, batches capped at 3): every
+    batch up to the cap fits, the largest is measured, the table and JSON agree with the run."""
+    model = tmp_path / "tiny.gguf"
+    assert synthetic.main(["tiny-hd64", "--weights", "q4_0", "--ctx", "1024", "-o", str(model)]) == 0
+    out = tmp_path / "eq"
+    rc = bench.main([str(model), "--equal-memory", "96", "-n", "4", "--kv", "f16,oscar2", "--max-batch", "3",
+                     "--mem-gib", "0.001", "-t", "2", "--bin-dir", str(bin_dir), "--out", str(out), "-q"])
+    assert rc == 0
+    j = json.loads((out / "eqmem.json").read_text())
+    assert [r["kv"] for r in j["rows"]] == ["f16", "oscar2"]
+    for r in j["rows"]:
+        assert r["status"] == "ok" and r["batch"] == 3 and r["guess"] == 1
+        assert r["tried"] == {"1": True, "2": True, "3": True} and r["refused"] == {}
+        assert r["tok_s"] > 0 and r["step_ms"] > 0
+        g = kvmem.KVGeometry(2, 1, 64, 64)
+        sb = equalmem.step_bytes(g, j["meta"]["weights_bytes"], 3, 96, 4, r["type_k"], r["type_v"], 64, 256)
+        assert r["step_bytes"] == pytest.approx(sb["total"])
+    assert "| oscar2 | 3 |" in (out / "eqmem.md").read_text()
+
+
+def test_equal_memory_bad_input(smollm2, tmp_path, capsys):
+    assert bench.main([str(smollm2), "--equal-memory", "0"]) == 1
+    assert "give a context of 1 or more" in capsys.readouterr().err
+    assert bench.main([str(smollm2), "--equal-memory", "64", "--from-jsonl", "x.jsonl"]) == 1
+    assert "leave out --from-jsonl" in capsys.readouterr().err
+    assert bench.main([str(smollm2), "--equal-memory", "64", "--max-batch", "300"]) == 1
+    assert "--max-batch 300" in capsys.readouterr().err
+    assert bench.main([str(smollm2), "--equal-memory", "64", "--bin-dir", str(tmp_path)]) == 1
+    assert "llama-batched-bench does not exist" in capsys.readouterr().err

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import kvmem, report
+from . import equalmem, kvmem, report
 from .perplexity import KVConfig, parse_kv_list
 
 try:
@@ -59,6 +59,11 @@ examples:
   oscar-bench qwen3-8b.gguf --from-jsonl results/h200/bench-*.jsonl --mem-gib 139.8 --out results/h200
       (the report of llama-bench -o jsonl runs made elsewhere; KV types, depths, -p and -n
        come from the files unless given)
+  oscar-bench qwen3-8b.gguf --equal-memory 32768 --kv f16,q8_0,q4_0,oscar2 -n 32 -ngl 99 \\
+      --bin-dir build-cuda/bin --mem-gib 139.8 --out results/h200-eqmem
+      (equal memory: per KV type the largest batch of 32768-token sequences that fits on the
+       device, found by trying batches with llama-batched-bench, then its decode throughput
+       and the bandwidth it implies; --mem-gib only seeds the search)
 """
 
 
@@ -105,6 +110,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", metavar="DIR", help="write DIR/bench.md, bench.json, bench.png")
     ap.add_argument("--title", default=None, help="title of the report and plot (default: model file name)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--equal-memory", type=int, metavar="CTX", default=None,
+                    help="instead of the depth sweep: per KV type the largest batch of CTX-token sequences that "
+                         "fits on the device (tried with llama-batched-bench from --bin-dir), its decode tok/s "
+                         "over -n tokens (default 32) and the bytes read per step over the step time")
+    ap.add_argument("--max-batch", type=int, default=equalmem.MAX_SEQ,
+                    help=f"with --equal-memory: the largest batch tried (default {equalmem.MAX_SEQ}, llama.cpp's most "
+                         "sequences per context)")
     return ap
 
 
@@ -315,6 +327,112 @@ def sweep(exe: Path, model: Path, configs: list[KVConfig], g: kvmem.KVGeometry, 
     return rows, lb_info
 
 
+# ----------------------------------------------------------------------------- equal memory
+
+#: device memory left out of the first guess of the largest batch: compute buffers, the CUDA context
+EQMEM_RESERVE_GIB = 3.0
+
+
+def device_weight_bytes(model: Path) -> int:
+    """Bytes of the weights a decode step on a GPU reads: every tensor but the token embeddings
+    (looked up on the CPU), which count where they are also the output (no output.weight)."""
+    from gguf import GGUFReader
+    sizes = {t.name: int(t.n_bytes) for t in GGUFReader(str(model), "r").tensors}
+    total = sum(sizes.values())
+    if "output.weight" in sizes:
+        total -= sizes.get("token_embd.weight", 0)
+    return total
+
+
+def batched_command(exe: Path, model: Path, cfg: KVConfig, ctx: int, n_gen: int, batch: int,
+                    a: argparse.Namespace, probe: bool = False) -> list[str]:
+    """llama-batched-bench for ``batch`` sequences of ``ctx`` tokens, each in its own stream, the
+    prompt decoded once and copied (-pps), ``n_gen`` tokens generated per sequence. ``probe``: the
+    same context (the whole cache and compute buffers allocated) with a 32-token prompt and one
+    generated token, which says whether the batch fits."""
+    npp, ntg = (32, 1) if probe else (ctx, n_gen)
+    cmd = [str(exe), "-m", str(model), "-ctk", cfg.k, "-ctv", cfg.v, "-fa", "on", "-c", str(batch * (ctx + n_gen)),
+           "-b", "2048", "-ub", "512", "-npp", str(npp), "-ntg", str(ntg), "-npl", str(batch), "-pps",
+           "--output-format", "jsonl"]
+    if a.threads:
+        cmd += ["-t", str(a.threads)]
+    if a.n_gpu_layers is not None:
+        cmd += ["-ngl", str(a.n_gpu_layers)]
+    return cmd + cfg.args + shlex.split(a.extra)
+
+
+def run_batched(cmd: list[str], env: dict, timeout: float) -> tuple[list[equalmem.BatchedResult], str]:
+    """Run llama-batched-bench; its results and, when it gave none, why."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return [], f"timed out after {timeout:.0f} s"
+    res = equalmem.parse_batched_jsonl(p.stdout + "\n" + p.stderr)
+    if res and p.returncode == 0:
+        return res, ""
+    return [], f"llama-batched-bench exit {p.returncode}: {_reason(p.stderr[-3000:] or p.stdout[-3000:])}"
+
+
+def equal_memory(exe: Path, model: Path, configs: list[KVConfig], g: kvmem.KVGeometry, facts: dict,
+                 a: argparse.Namespace) -> list[dict]:
+    """Per configuration: the largest batch of ``a.equal_memory``-token sequences that fits (tried),
+    and its decode throughput; rows for equalmem.table_rows."""
+    ctx, n_gen = a.equal_memory, a.n_gen
+    weights = device_weight_bytes(model)
+    budget = a.mem_gib * 2**30 - weights - EQMEM_RESERVE_GIB * 2**30
+    rows = []
+    for cfg in configs:
+        sink, recent = windows(cfg, facts)
+        env = dict(os.environ, **cfg.env)
+        per_seq = equalmem.seq_kv_bytes(g, ctx + n_gen, cfg.k, cfg.v, sink, recent)
+        scratch = kvmem.prompt_scratch_per_cell(g, cfg.k, cfg.v) * kvmem.cells(ctx + n_gen)
+        guess = equalmem.guess_batch(budget, per_seq, scratch, max_seq=a.max_batch)
+        refused: dict[int, str] = {}
+
+        def fits(b: int) -> bool:
+            res, why = run_batched(batched_command(exe, model, cfg, ctx, n_gen, b, a, probe=True), env, a.timeout)
+            if not res:
+                refused[b] = why
+            if not a.quiet:
+                print(f"oscar-bench: {cfg.name}: {b} x {ctx} tokens " + ("fits" if res else f"does not fit ({why})"),
+                      file=sys.stderr, flush=True)
+            return bool(res)
+
+        batch, tried = equalmem.largest_batch(fits, guess, max_seq=a.max_batch)
+        row = {"kv": cfg.name, "type_k": cfg.k, "type_v": cfg.v, "ctx": ctx, "n_gen": n_gen, "guess": guess,
+               "tried": {str(k): v for k, v in sorted(tried.items())}, "refused": {str(k): v for k, v in sorted(refused.items())},
+               "batch": batch, "status": "ok"}
+        if batch == 0:
+            row["status"] = f"not even one sequence of {ctx} tokens fits ({refused.get(1, '')})"
+            rows.append(row)
+            continue
+        if not a.quiet:
+            print(f"oscar-bench: {cfg.name}: measuring {batch} x {ctx} tokens, {n_gen} generated each",
+                  file=sys.stderr, flush=True)
+        res, why = run_batched(batched_command(exe, model, cfg, ctx, n_gen, batch, a), env, a.timeout)
+        if not res:
+            row["status"] = "failed: " + why
+            rows.append(row)
+            continue
+        r = res[-1]
+        sb = equalmem.step_bytes(g, weights, batch, ctx, n_gen, cfg.k, cfg.v, sink, recent)
+        row.update(kv_gib=batch * per_seq / 2**30, step_ms=1e3 * r.t_tg / r.tg, tok_s=r.speed_tg,
+                   t_pp=r.t_pp, step_bytes=sb["total"], step_bytes_kv=sb["kv"], step_bytes_weights=sb["weights"])
+        rows.append(row)
+    return rows
+
+
+def equal_memory_markdown(meta: dict, rows: list[dict], a: argparse.Namespace) -> str:
+    t = report.markdown_table(equalmem.TABLE_HEAD, equalmem.table_rows(rows))
+    return "\n".join([f"# oscar-bench --equal-memory {a.equal_memory}: {meta['title']}", "", report.markdown_meta(meta), "", t, "",
+                      f"Per KV type the largest batch of {a.equal_memory}-token sequences (a KV stream each) that "
+                      "llama-batched-bench could allocate and run, found by trying batches; then "
+                      f"`-npp {a.equal_memory} -ntg {a.n_gen} -pps` at that batch. Bytes read per step: the weights "
+                      f"on the device ({meta['weights_bytes'] / 1e9:.2f} GB) and every sequence's cache at the mean depth "
+                      "of the generation (oscar2: its 2-bit cells and the 16-bit rows of its windows); achieved TB/s "
+                      "is that over the step time, a lower bound on what the device moved.", ""])
+
+
 # ----------------------------------------------------------------------------- report
 
 def fits_table(g: kvmem.KVGeometry, facts: dict, configs: list[KVConfig], mem_gib: float) -> list[dict]:
@@ -366,6 +484,18 @@ def main(argv: list[str] | None = None) -> int:
             raise BenchError(f"model file {model} does not exist")
         bin_dir = Path(a.bin_dir) if a.bin_dir else report.ROOT / "build" / "bin"
         exe = bin_dir / "llama-bench"
+        if a.equal_memory is not None:
+            if a.from_jsonl:
+                raise BenchError("--equal-memory runs llama-batched-bench itself: leave out --from-jsonl")
+            if a.equal_memory < 1:
+                raise BenchError(f"--equal-memory {a.equal_memory}: give a context of 1 or more tokens")
+            if a.n_gen is None:
+                a.n_gen = 32
+            if a.n_gen < 1:
+                raise BenchError("--equal-memory needs -n 1 or more generated tokens")
+            if not 1 <= a.max_batch <= equalmem.MAX_SEQ:
+                raise BenchError(f"--max-batch {a.max_batch}: give 1 to {equalmem.MAX_SEQ} (llama.cpp's most sequences)")
+            exe = bin_dir / "llama-batched-bench"
         recorded = read_jsonl(a.from_jsonl) if a.from_jsonl else None
         if recorded is not None:
             recorded_defaults(recorded, a)
@@ -373,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             if getattr(a, k) is None:
                 setattr(a, k, list(v) if isinstance(v, list) else v)
         if recorded is None and not exe.is_file():
-            raise BenchError(f"{exe} does not exist: build llama-bench there or point --bin-dir at the folder "
+            raise BenchError(f"{exe} does not exist: build {exe.name} there or point --bin-dir at the folder "
                              f"that holds it (e.g. build/bin or build-cuda/bin)")
         if a.repetitions < 1 or a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0:
             raise BenchError("-r must be >= 1, and -p/-n >= 0 with at least one of them > 0")
@@ -387,9 +517,11 @@ def main(argv: list[str] | None = None) -> int:
         if facts["sliding_window"]:
             print(f"oscar-bench: note: {facts['arch']} has sliding-window layers; the KV MiB model counts every "
                   f"layer at full context and overstates their cache", file=sys.stderr)
-        if facts["context_length"] and max(a.depth) + a.n_prompt + a.n_gen > int(facts["context_length"]):
+        if a.equal_memory is None and facts["context_length"] and max(a.depth) + a.n_prompt + a.n_gen > int(facts["context_length"]):
             print(f"oscar-bench: note: depths beyond the model's training context ({facts['context_length']}) are "
                   f"measured anyway (speed does not depend on it)", file=sys.stderr)
+        if a.equal_memory is not None:
+            return equal_memory_main(a, model, bin_dir, configs, g, facts, t0)
         rows, lb = sweep(exe, model, configs, g, facts, a, recorded)
     except BenchError as e:
         print(f"oscar-bench: error: {e}", file=sys.stderr)
@@ -424,6 +556,35 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(rows) - n_bad} ok, {n_bad} failed or skipped, in {time.time() - t0:.0f} s"
           + (f"; wrote {', '.join(written)}" if written else ""), file=sys.stderr)
     return 0
+
+
+def equal_memory_main(a: argparse.Namespace, model: Path, bin_dir: Path, configs: list[KVConfig],
+                      g: kvmem.KVGeometry, facts: dict, t0: float) -> int:
+    """--equal-memory: run, print the table, write DIR/eqmem.md and eqmem.json."""
+    exe = bin_dir / "llama-batched-bench"
+    rows = equal_memory(exe, model, configs, g, facts, a)
+    title = a.title or model.name
+    meta = report.metadata(title=title, model=str(model), model_bytes=facts["file_bytes"],
+                           weights_bytes=device_weight_bytes(model),
+                           geometry={k: facts[k] for k in ("arch", "n_layer", "n_head", "n_head_kv",
+                                                           "head_dim_k", "head_dim_v")},
+                           llama_batched_bench={"binary": str(exe), "ctx": a.equal_memory, "n_gen": a.n_gen,
+                                                "n_gpu_layers": a.n_gpu_layers, "extra": a.extra or None,
+                                                "mem_gib_guess": a.mem_gib})
+    md = equal_memory_markdown(meta, rows, a)
+    print(md)
+    written = []
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "eqmem.md").write_text(md)
+        report.write_json(out / "eqmem.json", {"meta": meta, "rows": rows})
+        written = [str(out / "eqmem.md"), str(out / "eqmem.json")]
+    n_bad = sum(1 for r in rows if r["status"] != "ok")
+    print(f"oscar-bench: equal memory at {a.equal_memory} tokens, {len(configs)} KV configurations on {model.name}: "
+          f"{len(rows) - n_bad} measured, {n_bad} failed, in {time.time() - t0:.0f} s"
+          + (f"; wrote {', '.join(written)}" if written else ""), file=sys.stderr)
+    return 0 if n_bad == 0 else 1
 
 
 if __name__ == "__main__":
