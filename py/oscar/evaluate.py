@@ -37,6 +37,9 @@ error bars: standard errors of the mean over scored tokens (KLD, top-1); PPL +/-
 llama-perplexity's estimate (PPL * standard error of the mean log-likelihood). Tokens of one
 text are correlated: the bars understate the spread between texts.
 
+task benchmark: `oscar-eval humaneval MODEL --kv f16,oscar2 --problems 80` (HumanEval pass@1 per
+KV configuration through llama-server; `oscar-eval humaneval --help` explains it)
+
 examples:
   oscar-eval models/smollm2-oscar-zoo.gguf --text wiki.test.raw --kv q8_0,q4_0,oscar2 --ctx 4096 --chunks 2 --out results/eval
   oscar-eval model.gguf --kv f16,q4_0,oscar2 --passkey --passkey-ctx 2048,4096 --passkey-trials 5
@@ -239,6 +242,10 @@ def passkey_table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["humaneval"]:  # the task benchmark has options of its own
+        from . import humaneval
+        return humaneval.main(argv[1:])
     a = parser().parse_args(argv)
     t0 = time.time()
     try:

@@ -1,0 +1,227 @@
+"""oscar-eval humaneval: the sandbox that runs generated code (against the same programs run
+outside it, so each containment check can fail), HumanEval's problems (their canonical
+solutions pass our executor, broken ones fail), and an end-to-end run through llama-server."""
+from __future__ import annotations
+
+import doctest
+import gzip
+import json
+import os
+import socket
+import threading
+import types
+import uuid
+from pathlib import Path
+
+import pytest
+
+from oscar import evaluate, humaneval, sandbox
+from oscar.humaneval_preamble import PREAMBLE
+
+
+@pytest.fixture(scope="module")
+def contained() -> str:
+    """The sandbox proves itself on this machine (else the tests say why and fail)."""
+    return sandbox.check()
+
+
+# ----------------------------------------------------------------------------- the executor
+
+def test_correct_program_passes_wrong_fails(contained):
+    ok = sandbox.run("def f(x):\n    return x * 2\nassert f(21) == 42\nprint('done')\n")
+    assert ok.passed and ok.returncode == 0 and "done" in ok.output
+    bad = sandbox.run("def f(x):\n    return x + 2\nassert f(21) == 42\n")
+    assert bad.status == "failed" and bad.returncode == 1 and "AssertionError" in bad.output
+    syntax = sandbox.run("def f(x)\n    return x\n")
+    assert syntax.status == "failed" and "SyntaxError" in syntax.output
+
+
+def test_infinite_loop_times_out_and_its_children_die(contained):
+    marker = f"oscar-sandbox-test-{uuid.uuid4().hex}"
+    src = ("import subprocess, sys\n"
+           f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)  # {marker}'])\n"
+           "while True:\n    pass\n")
+    out = sandbox.run(src, timeout_s=2.0)
+    assert out.status == "timeout" and not out.passed
+    assert 2.0 <= out.seconds < 10.0
+    left = []
+    for d in Path("/proc").iterdir():
+        try:
+            if marker.encode() in (d / "cmdline").read_bytes():
+                left.append(d.name)
+        except OSError:
+            pass
+    assert not left, f"processes of the timed-out program still run: {left}"
+
+
+def test_memory_limit(contained):
+    out = sandbox.run("x = bytearray(3 << 30)\n", memory_mb=1024)
+    assert out.status == "failed" and "MemoryError" in out.output
+
+
+def _listener():
+    """A loopback TCP server that accepts one connection and records it."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    s.settimeout(15)
+    got: list[bool] = []
+
+    def accept() -> None:
+        try:
+            c, _ = s.accept()
+            got.append(True)
+            c.close()
+        except OSError:
+            pass
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    return s, s.getsockname()[1], got, t
+
+
+CONNECT = ("import socket\n"
+           "try:\n"
+           "    socket.create_connection(('127.0.0.1', {port}), timeout=5).close()\n"
+           "    print('CONNECTED')\n"
+           "except OSError as e:\n"
+           "    print('BLOCKED', e)\n")
+
+
+def test_network_is_unreachable(contained):
+    # outside the sandbox the program reaches a server of this process: the check can fail
+    s, port, got, t = _listener()
+    free = sandbox.run(CONNECT.format(port=port), isolate=False)
+    t.join(10)
+    s.close()
+    assert "CONNECTED" in free.output and got
+    s, port, got, t = _listener()
+    boxed = sandbox.run(CONNECT.format(port=port))
+    s.close()
+    t.join(10)
+    assert "BLOCKED" in boxed.output and not got, boxed.output
+
+
+WRITE = ("import pathlib\n"
+         "try:\n"
+         "    pathlib.Path({path!r}).write_text('escaped')\n"
+         "    print('WROTE')\n"
+         "except OSError as e:\n"
+         "    print('REFUSED', e)\n"
+         "pathlib.Path('own.txt').write_text('mine')\n"
+         "print('OWN', pathlib.Path('own.txt').read_text())\n")
+
+
+def test_writes_outside_its_folder_are_refused(contained, tmp_path):
+    target = tmp_path / "outside.txt"
+    free = sandbox.run(WRITE.format(path=str(target)), isolate=False)
+    assert "WROTE" in free.output and target.read_text() == "escaped"  # the control: the check can fail
+    target.unlink()
+    boxed = sandbox.run(WRITE.format(path=str(target)))
+    assert "REFUSED" in boxed.output and "Read-only file system" in boxed.output
+    assert not target.exists()
+    assert "OWN mine" in boxed.output and boxed.passed  # its own folder stays writable
+    home = sandbox.run(WRITE.format(path=os.path.expanduser("~/oscar-sandbox-escape.txt")))
+    assert "REFUSED" in home.output and not Path("~/oscar-sandbox-escape.txt").expanduser().exists()
+
+
+# ----------------------------------------------------------------------------- problems
+
+def test_problems_load_and_canonical_solutions_pass(contained):
+    problems = humaneval.load_problems()
+    assert len(problems) == humaneval.N_PROBLEMS
+    assert [p.task_id for p in problems[:3]] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
+    assert problems[0].entry_point == "has_close_elements" and "def has_close_elements" in problems[0].prompt
+    assert all(f"def {p.entry_point}" in p.prompt and "def check(candidate)" in p.test for p in problems)
+    first = humaneval.load_problems(5)
+    assert [p.task_id for p in first] == [p.task_id for p in problems[:5]]
+    # independent reference: the data set's own canonical solutions pass its tests through our
+    # program assembly and executor, and a body that returns nothing fails them
+    with gzip.open(humaneval.data_file(), "rt") as f:
+        canonical = [json.loads(ln)["canonical_solution"] for _, ln in zip(range(6), f)]
+    for p, body in zip(problems, canonical):
+        assert sandbox.run(humaneval.program(p, body)).passed, p.task_id
+        out = sandbox.run(humaneval.program(p, "    return None\n"))
+        assert out.status == "failed", p.task_id
+
+
+def test_trim_cuts_at_the_next_top_level_statement():
+    body = "    return x + 1\n"
+    assert humaneval.trim(body + "\n\ndef other():\n    pass\n") == body + "\n"
+    assert humaneval.trim(body + "\nif __name__ == '__main__':\n    main()") == body
+    assert humaneval.trim(body + "\nprint(f(2))\n") == body
+    assert humaneval.trim(body) == body
+    nested = "    def helper(y):\n        return y\n    return helper(x)\n"
+    assert humaneval.trim(nested) == nested  # an indented def is part of the body
+
+
+def test_preamble_examples_hold_and_are_not_humaneval_problems():
+    m = types.ModuleType("preamble")
+    exec(PREAMBLE, m.__dict__)
+    res = doctest.testmod(m)
+    assert res.attempted >= 30 and res.failed == 0
+    names = {p.entry_point for p in humaneval.load_problems()}
+    defined = {ln.split("(")[0][4:] for ln in PREAMBLE.splitlines() if ln.startswith("def ")}
+    assert len(defined) >= 12 and not defined & names
+
+
+def test_bad_problem_files_and_counts_are_refused(tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_text(json.dumps({"task_id": "x/0", "prompt": "def f():\n", "entry_point": "f",
+                             "test": "def check(c):\n    pass\n"}) + "\n" + '{"task_id": "x/1"}\n')
+    with pytest.raises(humaneval.HumanEvalError, match="line 2 is not a HumanEval problem"):
+        humaneval.load_problems(path=f)
+    with pytest.raises(humaneval.HumanEvalError, match="give 1 to 164"):
+        humaneval.load_problems(200)
+    with pytest.raises(humaneval.HumanEvalError, match="give 1 to 164"):
+        humaneval.load_problems(0)
+
+
+def test_cli_refuses_bad_input(capsys, smollm2, tmp_path):
+    assert evaluate.main(["humaneval", str(tmp_path / "none.gguf")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert evaluate.main(["humaneval", str(smollm2), "--kv", "f16,q9_9"]) == 1
+    assert "KV type 'q9_9'" in capsys.readouterr().err
+    assert evaluate.main(["humaneval", str(smollm2), "--problems", "500"]) == 1
+    assert "--problems 500" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        evaluate.main(["humaneval", "--help"])
+    assert "pass@1" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- end to end
+
+def test_end_to_end_smollm2(bin_dir, smollm2, tmp_path, capsys):
+    """Three problems, f16 and an oscar2 cache with small windows (the preamble lies in the
+    2-bit tier), through llama-server; the report's structure, the same problems for both,
+    and the prompt cache computing the shared preamble once per configuration. A shorter
+    preamble than the built-in one (its first four functions) keeps the test quick."""
+    pre = tmp_path / "preamble.py"
+    pre.write_text(PREAMBLE[:PREAMBLE.index("\ndef word_lengths")] + "\n")
+    out = tmp_path / "he"
+    rc = evaluate.main(["humaneval", str(smollm2), "--kv", "f16,oscar2:sink=4,recent=32", "--problems", "3",
+                        "--preamble", str(pre), "-n", "48", "-t", "2", "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "3 problems x 2 KV configurations" in err
+    rep = json.loads((out / "humaneval.json").read_text())
+    assert "partial" not in rep
+    n_pre = rep["meta"]["preamble_tokens"]  # the server's /tokenize
+    assert len(pre.read_text()) / 8 < n_pre < len(pre.read_text())
+    assert [r["kv"] for r in rep["rows"]] == ["f16", "oscar2:sink=4,recent=32"]
+    ids = [[r["task_id"] for r in rep["results"][kv]] for kv in ("f16", "oscar2:sink=4,recent=32")]
+    assert ids[0] == ids[1] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
+    f16, o2 = rep["rows"]
+    assert f16["bits"] == 16.0 and 2.5 <= o2["bits"] < 4.0
+    for row, res in zip(rep["rows"], rep["results"].values()):
+        assert row["passed"] == sum(r["passed"] for r in res) and row["problems"] == 3
+        assert row["pass_at_1"] == pytest.approx(100 * row["passed"] / 3)
+        assert all(r["status"] in ("passed", "failed", "timeout") and r["generated"] > 0 for r in res)
+        assert all(r["prompt_cached"] + r["prompt_computed"] == r["prompt_tokens"] for r in res)
+        # the preamble is computed for the first problem only, then taken from the slot's cache
+        assert res[0]["prompt_cached"] == 0 and res[0]["prompt_computed"] > n_pre
+        assert all(r["prompt_cached"] >= n_pre - 4 for r in res[1:]), res
+        assert row["prompt_computed"] < row["prompt_tokens"] - 2 * (n_pre - 4)
+    assert o2["gained"] + o2["lost"] <= 3 and 0 <= o2["same_completion"] <= 3
+    assert rep["meta"]["problems"].startswith("first 3") and "unshare" in rep["meta"]["sandbox"]
+    md = (out / "humaneval.md").read_text()
+    assert "| KV cache |" in md and "oscar2:sink=4,recent=32" in md
