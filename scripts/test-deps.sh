@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The system packages that `make test` needs beyond a compiler and Python: the aarch64 cross
 # toolchain and qemu-user (the NEON kernels are cross-built and run under emulation), cmake,
-# ninja and ccache. Installs the missing ones with apt-get where it can (as root, or with
-# passwordless sudo); otherwise names them and stops.
+# ninja and ccache; Node.js and npm (the build of llama-server's web UI), Chromium and its
+# WebDriver (the web UI's test drives the page in headless Chromium). Installs the missing ones
+# with apt-get where it can (as root, or with passwordless sudo); otherwise names them and stops.
 set -euo pipefail
 need=()
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
@@ -11,6 +12,9 @@ command -v qemu-aarch64 >/dev/null || need+=(qemu-user)
 command -v cmake >/dev/null || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja-build)
 command -v ccache >/dev/null || need+=(ccache)
+command -v npm >/dev/null || need+=(nodejs npm)
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=()
 [ "$(id -u)" = 0 ] || { command -v sudo >/dev/null && sudo -n true 2>/dev/null && sudo=(sudo -n); }
