@@ -17,12 +17,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def llama_server(bin_dir: Path, model: Path, *args: str, timeout_s: float = 120.0):
-    """Yields the server's base URL once /health answers 200."""
+def llama_server(bin_dir: Path, model: Path, *args: str, timeout_s: float = 120.0, log: Path | None = None):
+    """Yields the server's base URL once /health answers 200 (its output goes to ``log`` if given)."""
     port = free_port()
+    out = open(log, "wb") if log is not None else subprocess.DEVNULL
     srv = subprocess.Popen([str(bin_dir / "llama-server"), "-m", str(model), *args,
                             "--host", "127.0.0.1", "--port", str(port)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                           stdout=out, stderr=subprocess.STDOUT if log is not None else subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout_s
@@ -43,6 +44,8 @@ def llama_server(bin_dir: Path, model: Path, *args: str, timeout_s: float = 120.
         except subprocess.TimeoutExpired:
             srv.kill()
             srv.wait()
+        if log is not None:
+            out.close()
 
 
 def complete(url: str, prompt: str, n_predict: int) -> dict:
