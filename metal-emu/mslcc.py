@@ -39,6 +39,12 @@ RE_TG_ATTR = re.compile(r"\[\[\s*threadgroup\(")
 RE_FC = re.compile(r"^(\s*)constant\s+([A-Za-z_][A-Za-z0-9_]*)\s+([A-Za-z_][A-Za-z0-9_]*)\s*"
                    r"\[\[\s*function_constant\(([^\]]*)\)\s*\]\]\s*;", re.M)
 
+# clang's thread-sanitizer instrumentation without its runtime: the emulator's runtime defines
+# the __tsan_* hooks and uses them to run a simd-group's threadgroup-memory accesses in lockstep
+LOCKSTEP = ["-fsanitize=thread", "-mllvm", "-tsan-instrument-func-entry-exit=0",
+            "-mllvm", "-tsan-instrument-atomics=0", "-mllvm", "-tsan-instrument-memintrinsics=0",
+            "-mllvm", "-tsan-distinguish-volatile=0"]
+
 WARN_OFF = ["-Wno-unknown-attributes", "-Wno-attributes", "-Wno-user-defined-literals",
             "-Wno-literal-suffix", "-Wno-unknown-pragmas", "-Wno-duplicate-decl-specifier"]
 
@@ -79,7 +85,7 @@ def compiler(prefer: str = "clang++") -> str:
 
 
 def base_flags() -> list[str]:
-    return ["-std=c++17", "-x", "c++", "-I", str(INCLUDE), "-include", "metal_stdlib"] + WARN_OFF
+    return ["-std=c++17", "-fdelayed-template-parsing", "-x", "c++", "-I", str(INCLUDE), "-include", "metal_stdlib"] + WARN_OFF
 
 
 def check(kernels: Path, sources: list[str]) -> int:
@@ -94,7 +100,7 @@ def check(kernels: Path, sources: list[str]) -> int:
             if not path.exists():
                 (st / name).write_text(rewrite(Path(src).read_text()))
             n = len(host_names(Path(src).read_text() if Path(src).exists() else (kernels / name).read_text()))
-            r = subprocess.run([cxx, "-fsyntax-only", "-fdelayed-template-parsing", *base_flags(),
+            r = subprocess.run([cxx, "-fsyntax-only", *base_flags(),
                                 "-I", str(st), str(path)], capture_output=True, text=True)
             msgs = r.stderr.replace(str(st) + "/", "")
             if r.returncode != 0:
@@ -109,12 +115,13 @@ def check(kernels: Path, sources: list[str]) -> int:
 
 def build(kernels: Path, out: str, launcher: str, flags: list[str]) -> int:
     st = stage(kernels, [Path(launcher)])
-    cxx = compiler(os.environ.get("MSLCC_CXX", "g++"))
+    cxx = compiler("clang++")
     try:
         rt = st / "runtime.o"
         cmds = [[cxx, "-std=c++17", "-c", "-I", str(INCLUDE), str(HERE / "runtime.cpp"), "-o", str(rt), *flags],
-                [cxx, *base_flags(), "-I", str(st), str(st / Path(launcher).name), "-x", "none", str(rt),
-                 "-o", out, *flags]]
+                [cxx, *base_flags(), *LOCKSTEP, "-I", str(st), "-c", str(st / Path(launcher).name),
+                 "-o", str(st / "launcher.o"), *flags],
+                [cxx, str(st / "launcher.o"), str(rt), "-o", out]]
         for cmd in cmds:
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:

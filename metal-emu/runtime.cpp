@@ -15,7 +15,7 @@ namespace msl_emu {
 
 namespace {
 
-enum fiber_state { RUNNABLE, WAIT_SIMD, WAIT_SG_BARRIER, WAIT_TG_BARRIER, DONE };
+enum fiber_state { RUNNABLE, WAIT_MEM, WAIT_SIMD, WAIT_SG_BARRIER, WAIT_TG_BARRIER, DONE };
 
 struct fiber {
     ucontext_t  ctx;
@@ -27,7 +27,7 @@ struct fiber {
 };
 
 struct simdgroup {
-    unsigned char buf[2][SIMD_WIDTH][SLOT_BYTES];
+    alignas(64) unsigned char buf[2][SIMD_WIDTH][SLOT_BYTES];
     uint32_t      active[2];
 };
 
@@ -41,6 +41,7 @@ struct emu_state {
     body_fn                body = nullptr;
     void *                 body_ctx = nullptr;
     unsigned char *        tgmem = nullptr;
+    uintptr_t              tg_lo = 0, tg_hi = 0;   // the threadgroup memory of the running threadgroup
     dispatch_stats         stats{};
 };
 
@@ -59,6 +60,7 @@ void fiber_entry() {
 const char * state_name(fiber_state s) {
     switch (s) {
         case RUNNABLE:        return "running";
+        case WAIT_MEM:        return "before a threadgroup-memory access";
         case WAIT_SIMD:       return "in a simd-group function";
         case WAIT_SG_BARRIER: return "at simdgroup_barrier";
         case WAIT_TG_BARRIER: return "at threadgroup_barrier";
@@ -67,7 +69,49 @@ const char * state_name(fiber_state s) {
     return "?";
 }
 
+// Lockstep within a simd-group. The kernel's translation unit is compiled with clang's
+// -fsanitize=thread instrumentation, which calls __tsan_readN/__tsan_writeN before every load
+// and store; these are defined here (no sanitizer runtime is linked). Before each access to
+// threadgroup memory a lane stops; the lanes of a simd-group then make their next access
+// together, round by round, as a GPU's simd-group executes one instruction for all its lanes.
+// (A kernel may rely on that: ggml's flash-attention vec kernel lets lane 0 overwrite a
+// threadgroup value that the other lanes of its simd-group read just before, with no barrier.)
+inline void mem_access(const void * p) {
+    const uintptr_t a = (uintptr_t) p;
+    if (S.cur && a >= S.tg_lo && a < S.tg_hi) {
+        S.cur->st = WAIT_MEM;
+        S.cur->what = "threadgroup memory access";
+        yield_to_scheduler();
+    }
+}
+
 } // namespace
+} // namespace msl_emu
+
+extern "C" {
+void __tsan_init() {}
+void __tsan_func_entry(void *) {}
+void __tsan_func_exit() {}
+void __tsan_vptr_update(void **, void *) {}
+void __tsan_vptr_read(void **) {}
+#define MSL_EMU_HOOK(N)                                                          \
+    void __tsan_read##N(void * p) { msl_emu::mem_access(p); }                    \
+    void __tsan_write##N(void * p) { msl_emu::mem_access(p); }                   \
+    void __tsan_unaligned_read##N(void * p) { msl_emu::mem_access(p); }          \
+    void __tsan_unaligned_write##N(void * p) { msl_emu::mem_access(p); }         \
+    void __tsan_volatile_read##N(void * p) { msl_emu::mem_access(p); }           \
+    void __tsan_volatile_write##N(void * p) { msl_emu::mem_access(p); }
+MSL_EMU_HOOK(1)
+MSL_EMU_HOOK(2)
+MSL_EMU_HOOK(4)
+MSL_EMU_HOOK(8)
+MSL_EMU_HOOK(16)
+#undef MSL_EMU_HOOK
+void __tsan_read_range(void * p, unsigned long) { msl_emu::mem_access(p); }
+void __tsan_write_range(void * p, unsigned long) { msl_emu::mem_access(p); }
+}
+
+namespace msl_emu {
 
 [[noreturn]] void fail(const char * fmt, ...) {
     std::fprintf(stderr, "msl-emu: error: ");
@@ -141,7 +185,10 @@ void dispatch_raw(const dispatch_cfg & cfg, body_fn body, void * ctx) {
     S.body_ctx = ctx;
     S.stats = dispatch_stats{};
 
-    std::vector<unsigned char> tgmem(cfg.threadgroup_bytes + 16);
+    // 4 KiB of slack after the allocation: upstream's flash-attention vec kernel with NE > 1 zeroes
+    // its output scratch past the end of the threadgroup memory the host allocates (lanes with
+    // ty > 0 in the `zero out so` loop); the GPU tolerates it, the emulator must not corrupt its heap
+    std::vector<unsigned char> tgmem(cfg.threadgroup_bytes + 4096);
     std::vector<unsigned> order(n);
     std::mt19937 rng(cfg.seed);
 
@@ -152,6 +199,8 @@ void dispatch_raw(const dispatch_cfg & cfg, body_fn body, void * ctx) {
 
         std::fill(tgmem.begin(), tgmem.end(), 0xff);
         S.tgmem = tgmem.data();
+        S.tg_lo = (uintptr_t) tgmem.data();
+        S.tg_hi = S.tg_lo + tgmem.size();
 
         for (unsigned i = 0; i < n; ++i) {
             fiber & f = S.fibers[i];
@@ -203,6 +252,18 @@ void dispatch_raw(const dispatch_cfg & cfg, body_fn body, void * ctx) {
             if (all_done) {
                 break;
             }
+
+            // simd-groups whose lanes have all stopped: one lockstep round of threadgroup-memory accesses
+            for (unsigned s = 0; s < nsg; ++s) {
+                const unsigned l0 = s*SIMD_WIDTH;
+                const unsigned l1 = std::min(n, l0 + SIMD_WIDTH);
+                bool any_mem = false;
+                for (unsigned i = l0; i < l1; ++i) any_mem = any_mem || S.fibers[i].st == WAIT_MEM;
+                if (!any_mem) continue;
+                for (unsigned i = l0; i < l1; ++i) if (S.fibers[i].st == WAIT_MEM) S.fibers[i].st = RUNNABLE;
+                released = true;
+            }
+            if (released) continue;
 
             // simd-groups: release when every lane that has not returned waits at the same thing
             for (unsigned s = 0; s < nsg; ++s) {
