@@ -11,6 +11,11 @@ sliding window where it has one).
 Statistics are streamed (:class:`oscar.covariance.LayerMoments`); only the small
 held-out set used by the clip search (:mod:`oscar.clip`) is kept as activations.
 
+Device: the model runs where :func:`load_model` puts it (``cpu``, ``cuda`` or ``mps``;
+:func:`best_device` picks one), in float32 on every device. The captured Q, K and V of each
+layer are handed to the observer on the CPU (float32 numpy), where the float64 moments
+are summed, so the statistics are those of the CPU run up to the device's float32 rounding.
+
 Coordinates: everything here is in Hugging Face's head layout. For architectures
 whose GGUF conversion permutes the Q/K rows (llama: llama.cpp's "normal" RoPE pairs
 dims (2i, 2i+1), Hugging Face's pairs (i, i+D/2)), :func:`qk_permutation` finds the
@@ -42,6 +47,48 @@ _observer: Observer | None = None
 
 class UnsupportedModel(ValueError):
     """The model's architecture is not one the capture supports."""
+
+
+#: the devices the capture runs on, in the order :func:`best_device` prefers them
+DEVICES = ("cuda", "mps", "cpu")
+
+
+def best_device() -> str:
+    """``cuda`` when PyTorch sees a CUDA GPU, else ``mps`` (Apple silicon), else ``cpu``."""
+    import torch
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def check_device(device: str | None) -> str:
+    """``device`` (``cuda``, ``cuda:N``, ``mps``, ``cpu``; None or ``auto``: :func:`best_device`) if
+    PyTorch can run on it; ValueError naming what PyTorch sees and the fix otherwise (never a
+    silent move to another device)."""
+    import torch
+    if device in (None, "auto"):
+        return best_device()
+    kind, _, index = device.partition(":")
+    if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
+        raise ValueError(f"--device {device}: use one of {', '.join(DEVICES)} (cuda:N for the N-th GPU), or "
+                         "leave it out for the best available")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            built = f"built with CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+            raise ValueError(f"--device {device}: PyTorch {torch.__version__} ({built}) sees no CUDA GPU; "
+                             "use --device cpu, or install a CUDA build of PyTorch on a machine with a GPU")
+        if index and int(index) >= torch.cuda.device_count():
+            raise ValueError(f"--device {device}: PyTorch sees {torch.cuda.device_count()} CUDA GPU(s) "
+                             f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
+    if kind == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ValueError(f"--device mps: PyTorch {torch.__version__} has no MPS device here (Apple silicon "
+                             "with macOS 12.3+ only); use --device cpu")
+    return device
 
 
 # ----------------------------------------------------------------------------- attention
@@ -86,7 +133,7 @@ def _capture_attention(module, query, key, value, attention_mask_, dropout=0.0, 
         raise ValueError("oscar_capture runs one unpadded sequence at a time")
     if _observer is not None:
         def f(x):
-            return x[0].transpose(0, 1).detach().float().numpy()  # [H, T, D] -> [T, H, D]
+            return x[0].transpose(0, 1).detach().float().cpu().numpy()  # [H, T, D] -> [T, H, D]
         _observer(int(module.layer_idx), f(query), f(key), f(value), float(scaling), sliding_window)
     out = reference_attention(query, key, value, scaling, sliding_window, attention_mask_, softcap)
     return out.transpose(1, 2).contiguous(), None
@@ -136,8 +183,8 @@ def gguf_architecture(path: str | Path) -> str:
     return f.contents()
 
 
-def load_model(model: str | Path, dtype: str = "float32"):
-    """Load a causal LM in PyTorch from a GGUF file or a Hugging Face folder.
+def load_model(model: str | Path, dtype: str = "float32", device: str = "cpu"):
+    """Load a causal LM in PyTorch from a GGUF file or a Hugging Face folder, on ``device``.
 
     Returns ``(model, tokenizer, ModelInfo)``, the model in eval mode with the
     ``oscar_capture`` attention. Raises :class:`UnsupportedModel` for architectures
@@ -171,16 +218,26 @@ def load_model(model: str | Path, dtype: str = "float32"):
     register_attention()
     tok = AutoTokenizer.from_pretrained(src, **kw)
     m = AutoModelForCausalLM.from_pretrained(src, dtype=getattr(torch, dtype), **kw)
+    m, info = prepare_model(m, str(p), device)
+    return m, tok, info
+
+
+def prepare_model(m, name: str = "model", device: str = "cpu"):
+    """A transformers causal LM made ready for the capture: eval mode, the ``oscar_capture``
+    attention, moved to ``device``. Returns ``(model, ModelInfo)``; :class:`UnsupportedModel`
+    for an architecture the capture does not handle. Also for a model built from a config
+    (``AutoModelForCausalLM.from_config``), as the device tests do."""
+    register_attention()
     m.eval()
     m.set_attn_implementation(CAPTURE_ATTN)
     cfg = m.config.get_text_config() if hasattr(m.config, "get_text_config") else m.config
     if cfg.model_type not in SUPPORTED_MODEL_TYPES:
-        raise UnsupportedModel(f"{p}: model_type '{cfg.model_type}' is not supported by the calibration capture "
+        raise UnsupportedModel(f"{name}: model_type '{cfg.model_type}' is not supported by the calibration capture "
                                f"(supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
     hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     info = ModelInfo(cfg.model_type, cfg.num_hidden_layers, cfg.num_attention_heads,
                      cfg.num_key_value_heads, int(hd))
-    return m, tok, info
+    return m.to(device), info
 
 
 def save_dequantized(gguf_path: str | Path, folder: str | Path) -> ModelInfo:
@@ -283,13 +340,19 @@ class Capture:
     heldout_tokens: int = 0
 
 
+def model_device(model) -> str:
+    """The device the model's weights are on (``cpu``, ``cuda:0``, ``mps:0``)."""
+    return str(next(model.parameters()).device)
+
+
 def _run(model, chunks: list[np.ndarray], observer: Observer, desc: str, progress: bool) -> None:
     import torch
     from tqdm import tqdm
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    dev = next(model.parameters()).device
     with torch.inference_mode(), observing(observer):
         for c in tqdm(chunks, desc=desc, unit="chunk", disable=not progress):
-            base(input_ids=torch.from_numpy(c)[None], use_cache=False)
+            base(input_ids=torch.from_numpy(c)[None].to(dev), use_cache=False)
 
 
 def calibrate_statistics(model, info: ModelInfo, fit_chunks: list[np.ndarray],
