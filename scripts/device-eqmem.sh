@@ -11,7 +11,7 @@
 #   perf    test-backend-ops perf of the attention op at 64k and 128k cells, the two kernels alternating
 #   ncu     Nsight Compute of the decode kernel at 64k cells: time, DRAM bytes and throughput, instructions
 #   eqmem   oscar-bench --equal-memory EQ_CTX (default 32768) -n 32: KV types EQ_KV (default
-#           f16,q8_0,oscar2) with pairs, then oscar2 one tile at a time
+#           f16,oscar2,q8_0,q4_0) with pairs, then oscar2 one tile at a time (reports in $OUT/eqmem-*/)
 #   decode  llama-bench decode at depths 65536 and 131072 (-n 32 -r 1): f16, oscar2 both kernels, q8_0 at 65536
 # Usage: scripts/device-eqmem.sh build test perf ncu eqmem decode    (results under $OUT)
 set -uo pipefail
@@ -27,7 +27,7 @@ S=scripts/device-cuda.sh
 BIN=/tmp/b/bin
 SYN=/tmp/qwen3-8b-geometry-q4_0-oscar.gguf
 EQ_CTX=${EQ_CTX:-32768}
-EQ_KV=${EQ_KV:-f16,q8_0,oscar2}
+EQ_KV=${EQ_KV:-f16,oscar2,q8_0,q4_0}
 run() { bash $S run "$@"; }
 log() { echo "[$(date +%T) +$(( $(date +%s) - T0 ))s] $*"; }
 left() { echo $(( DEADLINE - ($(date +%s) - T0) )); }
@@ -60,8 +60,8 @@ step_perf() {
     local r p pat
     for r in 1 2; do
         for p in 1 0; do
-            pat='kv=(65536|131072),.*oscar2'
-            [ $r = 1 ] && [ $p = 1 ] && pat='kv=(65536|131072),'
+            pat='(hs=128,nh=8,gqa=4|hsk=128,hsv=128,nh=8,nr23=\[4,1\]),kv=(65536|131072),nb=1,.*oscar2'
+            [ $r = 1 ] && [ $p = 1 ] && pat='(hs=128,nh=8,gqa=4|hsk=128,hsv=128,nh=8,nr23=\[4,1\]),kv=(65536|131072),nb=1,'
             GGML_CUDA_OSCAR2_PAIRS=$p timeout 90 "$BIN/test-backend-ops" perf -b CUDA0 -o FLASH_ATTN_EXT -p "$pat" 2>&1 \
                 | grep -E "^ *FLASH_ATTN_EXT" | strip | cut -c1-170 | sed "s/^/round $r pairs=$p: /"
         done
@@ -97,10 +97,10 @@ step_eqmem() {
     wait_synth || return 1
     local mem
     mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{printf "%.1f", $1/1024}')
-    PYTHONPATH=py:build-cuda-src/gguf-py timeout 400 python3 -m oscar.bench "$SYN" --equal-memory "$EQ_CTX" --kv "$EQ_KV" -n 32 -ngl 99 \
-        --bin-dir "$BIN" --mem-gib "$mem" --out $LOGS/eqmem-pairs --title "oscar2 tiles in pairs" 2>&1 | grep -vE "^\s*$" | tail -16
-    GGML_CUDA_OSCAR2_PAIRS=0 PYTHONPATH=py:build-cuda-src/gguf-py timeout 200 python3 -m oscar.bench "$SYN" --equal-memory "$EQ_CTX" --kv oscar2 -n 32 -ngl 99 \
-        --bin-dir "$BIN" --mem-gib "$mem" --out $LOGS/eqmem-single --title "oscar2 one tile at a time (GGML_CUDA_OSCAR2_PAIRS=0)" 2>&1 | grep -vE "^\s*$" | tail -8
+    PYTHONPATH=py:build-cuda-src/gguf-py PYTHONUNBUFFERED=1 timeout 330 python3 -m oscar.bench "$SYN" --equal-memory "$EQ_CTX" --kv "$EQ_KV" -n 32 -ngl 99 \
+        --bin-dir "$BIN" --mem-gib "$mem" --out "$RET/eqmem-pairs" --title "oscar2 tiles in pairs" 2>&1 | grep -E "^\||oscar-bench"
+    GGML_CUDA_OSCAR2_PAIRS=0 PYTHONPATH=py:build-cuda-src/gguf-py PYTHONUNBUFFERED=1 timeout 110 python3 -m oscar.bench "$SYN" --equal-memory "$EQ_CTX" --kv oscar2 -n 32 -ngl 99 \
+        --bin-dir "$BIN" --mem-gib "$mem" --out "$RET/eqmem-single" --title "oscar2 one tile at a time (GGML_CUDA_OSCAR2_PAIRS=0)" 2>&1 | grep -E "^\||oscar-bench"
 }
 
 step_decode() {
@@ -116,7 +116,7 @@ step_decode() {
     tg "q8_0"                 "" "-ctk q8_0 -ctv q8_0 -d 65536"
 }
 
-need_s() { case $1 in build) echo 60;; test) echo 100;; perf) echo 80;; ncu) echo 60;; eqmem) echo 200;; decode) echo 200;; *) echo 0;; esac; }
+need_s() { case $1 in build) echo 360;; test) echo 100;; perf) echo 80;; ncu) echo 60;; eqmem) echo 400;; decode) echo 200;; *) echo 0;; esac; }
 [ $# -gt 0 ] || set -- build test perf ncu eqmem decode
 {
 for step in "$@"; do
