@@ -211,7 +211,7 @@ def test_end_to_end_smollm2(bin_dir, smollm2, tmp_path, capsys):
     ids = [[r["task_id"] for r in rep["results"][kv]] for kv in ("f16", "oscar2:sink=4,recent=32")]
     assert ids[0] == ids[1] == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
     f16, o2 = rep["rows"]
-    assert f16["bits"] == 16.0 and 2.5 <= o2["bits"] < 4.0
+    assert f16["bits"] == 16.0 and 2.5 <= o2["bits"] < 8.0  # the 16-bit pool at ctx 4096 included
     for row, res in zip(rep["rows"], rep["results"].values()):
         assert row["passed"] == sum(r["passed"] for r in res) and row["problems"] == 3
         assert row["pass_at_1"] == pytest.approx(100 * row["passed"] / 3)
