@@ -15,6 +15,7 @@ command -v ccache >/dev/null || need+=(ccache)
 command -v npm >/dev/null || need+=(nodejs npm)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+command -v clang++ >/dev/null || need+=(clang)   # the Metal emulator (tests/test_metal_emu.py)
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=()
 [ "$(id -u)" = 0 ] || { command -v sudo >/dev/null && sudo -n true 2>/dev/null && sudo=(sudo -n); }

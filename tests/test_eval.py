@@ -79,8 +79,17 @@ def test_measured_bits_from_llama_log_line():
     assert kvmem.measured_bits("oscar2", "oscar2", line) == pytest.approx(2.5 * 32.36 / 14.06)
     mixed = ("oscar: V in oscar2 (2.5 bits/value): 7.03 MiB; 16-bit windows for V: 64 sink + 256 recent tokens "
              "per sequence, pool of 832 slots per stream: 9.15 MiB; K in q4_0: 12.66 MiB")
-    assert kvmem.parse_oscar_line(mixed) == {"sides": "V", "oscar2": 7.03, "pool": 9.15, "other": 12.66}
+    got = kvmem.parse_oscar_line(mixed)
+    assert math.isnan(got.pop("bits")) and got == {"sides": "V", "oscar2": 7.03, "pool": 9.15, "other": 12.66}
     assert kvmem.measured_bits("q4_0", "oscar2", mixed) == pytest.approx((4.5 + 2.5 * 16.18 / 7.03) / 2)
+    # a plan's line carries llama.cpp's own figure, which wins
+    planned = ("oscar: K and V in oscar2 (2.5 bits/value): 12.00 MiB; 16-bit windows for K and V: 64 sink + 256 "
+               "recent tokens per sequence, pool of 832 slots per stream: 16.00 MiB; precision plan: oscar2 for K in "
+               "26 and V in 30 of 30 layers, K q8_0 in 4 of 30 layers: 2.10 MiB; 5.43 bits/value over the whole "
+               "cache at 1024 cells")
+    got = kvmem.parse_oscar_line(planned)
+    assert got["other"] == 2.10 and got["bits"] == 5.43 and got["pool"] == 16.0
+    assert kvmem.measured_bits("oscar2", "oscar2", planned) == 5.43
     off = "oscar: K and V in oscar2 (2.5 bits/value): 14.06 MiB; no 16-bit windows (sink and recent set to 0)"
     assert kvmem.measured_bits("oscar2", "oscar2", off) == 2.5
     assert kvmem.measured_bits("q8_0", "f16", "no oscar line") == (8.5 + 16) / 2

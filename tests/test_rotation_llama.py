@@ -59,7 +59,8 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
                     seed: int = 0, zeros: dict[str, tuple[int, ...]] | None = None,
                     rotations: bool = True, f32: bool = False, f16: bool = False,
                     edit: dict[str, Callable[[np.ndarray], np.ndarray]] | None = None,
-                    sink: int = 64, recent: int = 256) -> Path:
+                    sink: int = 64, recent: int = 256, means: dict[str, np.ndarray] | None = None,
+                    plan: tuple[list[str], list[str]] | None = None) -> Path:
     """Copy every tensor and key of ``src`` and add OSCAR rotations and metadata.
 
     Rotations: numpy R (D, D), or (Hkv, D, D) per KV head, with k' = k @ R.
@@ -74,6 +75,8 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
     KV cache), and no tight bound could be tested.
     f16: dequantise the weights to float16 instead (half the file; matrix products then
     round activations to f16, a much smaller step than 8-bit quantisation).
+    means: tensor name (``blk.N.attn_k_oscar_mean``) -> numpy (Hkv, D) centring mean.
+    plan: (cache types of K, of V), one name per layer (``oscar.cache_type_k/v``).
     Shapes (layers, head size, KV heads) are read from ``src``.
     """
     import gguf
@@ -110,6 +113,11 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
     writer.add_uint32("oscar.sink_tokens", sink)
     writer.add_uint32("oscar.recent_tokens", recent)
     writer.add_string("oscar.calibration.data", "random orthogonal (test)")
+    if plan is not None:
+        writer.add_array("oscar.cache_type_k", list(plan[0]))
+        writer.add_array("oscar.cache_type_v", list(plan[1]))
+    for name, m in (means or {}).items():
+        writer.add_tensor(name, np.ascontiguousarray(m, dtype=np.float32))
 
     rng = np.random.default_rng(seed)
     for il in range(n_layer):

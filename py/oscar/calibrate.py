@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import capture, clip, gguf_io
+from . import capture, clip, gguf_io, plan
 from .rotation import hadamard, rotation_from_covariance
 from .zoo import Rotations
 
@@ -35,6 +35,8 @@ class Report:
     search_s: float
     layers: list[clip.ClipResult] = field(default_factory=list)
     qk_permuted: bool = False
+    plan: "plan.Plan | None" = None
+    device: str = "cpu"
 
     @property
     def rel_error(self) -> float:
@@ -52,12 +54,25 @@ def rotations_from_capture(cap: capture.Capture, per_head: bool) -> tuple[np.nda
     return rk, rv
 
 
-def layer_sims(cap: capture.Capture, layer: int, rot_k: np.ndarray, rot_v: np.ndarray) -> list[clip.LayerSim]:
-    """The clip-search simulations of one layer over all held-out chunks."""
+def rotated_means(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(mean_k, mean_v)`` float64 ``[L, Hkv, D]``: each KV head's mean key and value over the
+    calibration tokens, in rotated coordinates (``mean @ R``; the same in either head layout,
+    since the GGUF layout permutes R's rows as it permutes the keys)."""
+    def rot(m: np.ndarray, r: np.ndarray) -> np.ndarray:
+        return np.einsum("hd,de->he", m, r) if r.ndim == 2 else np.einsum("hd,hde->he", m, r)
+    mk = np.stack([rot(m.mean_k(), rot_k[i]) for i, m in enumerate(cap.moments)])
+    mv = np.stack([rot(m.mean_v(), rot_v[i]) for i, m in enumerate(cap.moments)])
+    return mk, mv
+
+
+def layer_sims(cap: capture.Capture, layer: int, rot_k: np.ndarray, rot_v: np.ndarray,
+               mean_k: np.ndarray | None = None, mean_v: np.ndarray | None = None) -> list[clip.LayerSim]:
+    """The clip-search simulations of one layer over all held-out chunks (keys and values
+    centred by ``mean_k``/``mean_v``, ``[Hkv, D]`` rotated, where given)."""
     out = []
     for chunk in cap.heldout:
         h = chunk[layer]
-        s = clip.layer_sim(h.q, h.k, h.v, rot_k, rot_v, h.scaling, h.sliding_window)
+        s = clip.layer_sim(h.q, h.k, h.v, rot_k, rot_v, h.scaling, h.sliding_window, mean_k=mean_k, mean_v=mean_v)
         if s is not None:
             out.append(s)
     if not out:
@@ -67,12 +82,27 @@ def layer_sims(cap: capture.Capture, layer: int, rot_k: np.ndarray, rot_v: np.nd
 
 
 def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, progress: bool = True,
-                 desc: str = "clip search", lo: float = clip.DEFAULT_CLIP_LO) -> list[clip.ClipResult]:
+                 desc: str = "clip search", lo: float = clip.DEFAULT_CLIP_LO, mean_k: np.ndarray | None = None,
+                 mean_v: np.ndarray | None = None,
+                 plan_types: tuple[str, ...] = ()) -> tuple[list[clip.ClipResult], list[dict]]:
     """Per-layer clip search (:func:`oscar.clip.search_layer`, grid of ratios >= ``lo``) with a
-    progress bar. rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (Hugging Face layout)."""
+    progress bar. rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (Hugging Face layout); mean_k,
+    mean_v: ``[L, Hkv, D]`` rotated centring means, or None. With ``plan_types``, also each
+    layer's relative attention-output error for every (K type, V type) pair of them at the
+    chosen clips (what :func:`oscar.plan.choose` needs); otherwise empty tables."""
     from tqdm import tqdm
-    return [clip.search_layer(layer_sims(cap, i, rot_k[i], rot_v[i]), cap.info.head_dim, lo=lo)
-            for i in tqdm(range(cap.info.n_layer), desc=desc, unit="layer", disable=not progress)]
+    results, tables = [], []
+    for i in tqdm(range(cap.info.n_layer), desc=desc, unit="layer", disable=not progress):
+        sims = layer_sims(cap, i, rot_k[i], rot_v[i], None if mean_k is None else mean_k[i],
+                          None if mean_v is None else mean_v[i])
+        r = clip.search_layer(sims, cap.info.head_dim, lo=lo)
+        results.append(r)
+        table = {}
+        for tk in plan_types:
+            for tv in plan_types:
+                table[(tk, tv)] = clip.type_error(sims, tk, tv, r.clip_k, r.clip_v) / max(r.energy, 1e-30)
+        tables.append(table)
+    return results, tables
 
 
 def hadamard_rotations(info: capture.ModelInfo) -> np.ndarray:
@@ -84,7 +114,7 @@ def to_gguf_layout(model, gguf_path: str | Path, info: capture.ModelInfo, rot_k:
     """Re-express key rotations in the GGUF's head layout (rows permuted for llama-style
     conversions); values are never permuted by the converters."""
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
-    w_hf = base.layers[0].self_attn.k_proj.weight.detach().float().numpy()
+    w_hf = base.layers[0].self_attn.k_proj.weight.detach().float().cpu().numpy()
     w_gg = gguf_io.tensor_f32(gguf_path, "blk.0.attn_k.weight")
     perm = capture.qk_permutation(w_hf, w_gg, info.n_head_kv, info.head_dim)
     if perm is None:
@@ -102,22 +132,25 @@ class Captured:
     shape: gguf_io.ModelShape
     data: str
     capture_s: float
+    device: str = "cpu"
 
 
 def run_capture(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.ModelShape, data: str,
                 n_tokens: int = DEFAULT_TOKENS, heldout_tokens: int = DEFAULT_HELDOUT, ctx: int = DEFAULT_CTX,
-                progress: bool = True, threads: int | None = None) -> Captured:
+                progress: bool = True, threads: int | None = None, device: str | None = None) -> Captured:
     """Load the model in PyTorch and capture the calibration statistics.
 
     model_src: what PyTorch loads (the GGUF, or a Hugging Face folder with the same weights);
     gguf_path: the GGUF the result is for (layout, fingerprint). ``n_tokens`` fit the
-    covariances; the next ``heldout_tokens`` of the text score the clip search.
+    covariances; the next ``heldout_tokens`` of the text score the clip search. ``device``:
+    where the model runs (:func:`oscar.capture.check_device`; None: the best available).
     """
     import torch
+    device = capture.check_device(device)  # first: a device PyTorch lacks fails before anything is loaded
     torch.set_num_threads(threads or max(1, os.cpu_count() or 1))
     t0 = time.time()
-    text = capture.load_calibration_text(data)  # first: a bad --calib-data fails before the slow load
-    model, tok, info = capture.load_model(model_src)
+    text = capture.load_calibration_text(data)  # a bad --calib-data fails before the slow load
+    model, tok, info = capture.load_model(model_src, device=device)
     for key, want in (("n_layer", shape.n_layer), ("n_head", shape.n_head), ("n_head_kv", shape.n_head_kv),
                       ("head_dim", shape.head_dim)):
         if getattr(info, key) != want:
@@ -127,7 +160,7 @@ def run_capture(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.Mod
     held = capture.tokenize_chunks(tok, text, heldout_tokens, max(ctx, min(heldout_tokens, DEFAULT_CTX)),
                                    skip_tokens=n_tokens)
     cap = capture.calibrate_statistics(model, info, fit, held, progress)
-    return Captured(model, info, cap, Path(gguf_path), shape, str(data), time.time() - t0)
+    return Captured(model, info, cap, Path(gguf_path), shape, str(data), time.time() - t0, device)
 
 
 #: rotation kinds :func:`finish` builds: calibrated U·H·P, or the data-free Hadamard
@@ -135,10 +168,12 @@ ROTATION_KINDS = ("uhp", "hadamard")
 
 
 def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO, kind_k: str = "uhp",
-           kind_v: str = "uhp", progress: bool = True) -> tuple[Rotations, Report]:
-    """Rotations (``kind_k``/``kind_v`` in :data:`ROTATION_KINDS`; per layer or per KV head)
-    and the clip search (ratios >= ``lo``) from a capture, as a :class:`Rotations` in the
-    GGUF's head layout with its zoo metadata."""
+           kind_v: str = "uhp", progress: bool = True, centre: bool = True,
+           budget: float | None = plan.DEFAULT_BUDGET) -> tuple[Rotations, Report]:
+    """Rotations (``kind_k``/``kind_v`` in :data:`ROTATION_KINDS`; per layer or per KV head),
+    the centring means (``centre``), the clip search (ratios >= ``lo``) and a precision plan
+    within ``budget`` bits per value (:mod:`oscar.plan`; None: every layer oscar2, no plan)
+    from a capture, as a :class:`Rotations` in the GGUF's head layout with its zoo metadata."""
     for kd in (kind_k, kind_v):
         if kd not in ROTATION_KINDS:
             raise ValueError(f"rotation kind '{kd}': use one of {', '.join(ROTATION_KINDS)}")
@@ -149,7 +184,14 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
         had = np.repeat(had[:, None], c.info.n_head_kv, axis=1)
     rk = had if kind_k == "hadamard" else rk
     rv = had if kind_v == "hadamard" else rv
-    results = search_clips(c.cap, rk, rv, progress, lo=lo)
+    mk, mv = rotated_means(c.cap, rk, rv) if centre else (None, None)
+    results, tables = search_clips(c.cap, rk, rv, progress, lo=lo, mean_k=mk, mean_v=mv,
+                                   plan_types=plan.LADDER if budget is not None else ())
+    chosen = None
+    if budget is not None:
+        lay = [plan.LayerShape(c.info.n_head_kv * c.info.head_dim, c.info.n_head_kv * c.info.head_dim,
+                               c.cap.heldout[0][i].sliding_window) for i in range(c.info.n_layer)]
+        chosen = plan.choose(lay, tables, budget, clip.SINK_TOKENS, clip.RECENT_TOKENS)
     t2 = time.time()
     rk_gguf, permuted = to_gguf_layout(c.model, c.gguf_path, c.info, rk)
     shape = c.shape
@@ -170,16 +212,25 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
     }
     rep = Report(c.cap.fit_tokens, c.cap.heldout_tokens, c.capture_s, t2 - t1, results, permuted)
     meta["attn_output_rel_error"] = {"searched": rep.rel_error, "fixed": rep.rel_error_fixed}
+    meta["centred"] = bool(centre)
+    if chosen is not None:
+        meta["plan"] = chosen.as_meta(budget, lay, tables)
+        rep.plan = chosen
     rot = Rotations(rk_gguf.astype(np.float32), rv.astype(np.float32),
                     np.array([r.clip_k for r in results], np.float32), np.array([r.clip_v for r in results], np.float32),
-                    meta)
+                    meta, mean_k=None if mk is None else mk.astype(np.float32),
+                    mean_v=None if mv is None else mv.astype(np.float32))
     return rot, rep
 
 
 def calibrate(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.ModelShape, data: str,
               n_tokens: int = DEFAULT_TOKENS, heldout_tokens: int = DEFAULT_HELDOUT, ctx: int = DEFAULT_CTX,
               per_head: bool = False, progress: bool = True, lo: float = clip.DEFAULT_CLIP_LO,
-              kind_k: str = "uhp", kind_v: str = "uhp") -> tuple[Rotations, Report]:
-    """Calibrate rotations and clip ratios: :func:`run_capture` then :func:`finish`."""
-    c = run_capture(model_src, gguf_path, shape, data, n_tokens, heldout_tokens, ctx, progress)
-    return finish(c, per_head, lo, kind_k, kind_v, progress)
+              kind_k: str = "uhp", kind_v: str = "uhp", centre: bool = True,
+              budget: float | None = plan.DEFAULT_BUDGET, device: str | None = None) -> tuple[Rotations, Report]:
+    """Calibrate rotations, centring means, clip ratios and a precision plan: :func:`run_capture`
+    (the model on ``device``) then :func:`finish`."""
+    c = run_capture(model_src, gguf_path, shape, data, n_tokens, heldout_tokens, ctx, progress, device=device)
+    rot, rep = finish(c, per_head, lo, kind_k, kind_v, progress, centre, budget)
+    rep.device = c.device
+    return rot, rep

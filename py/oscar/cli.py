@@ -118,8 +118,9 @@ def convert_main(argv: list[str] | None = None) -> int:
                     "copied unchanged; the input is never modified.",
         epilog="rotations:\n"
                "  zoo        use the bundled (or $OSCAR_ZOO) rotation file whose fingerprint matches the model\n"
-               "  calibrate  run the model in PyTorch over --calib-data (CPU; SmolLM2-135M with 32k tokens needs\n"
-               "             ~18 CPU-minutes: about 10 min on 2 idle cores), compute attention-aware covariances,\n"
+               "  calibrate  run the model in PyTorch over --calib-data (on --device: a CUDA GPU, Apple's MPS or the\n"
+               "             CPU; SmolLM2-135M with 32k tokens needs ~18 CPU-minutes: about 10 min on 2 idle cores),\n"
+               "             compute attention-aware covariances,\n"
                "             rotations U*H*P, and search the clip ratios per layer against the attention-output error\n"
                "  hf:OWNER/REPO[:FILE]\n"
                "             from a Hugging Face Hub repository written by `oscar zoo push` (the manifest entry whose\n"
@@ -149,6 +150,9 @@ def convert_main(argv: list[str] | None = None) -> int:
                     help=f"further tokens that score the clip search (default {cal.DEFAULT_HELDOUT})")
     ap.add_argument("--calib-ctx", type=int, default=cal.DEFAULT_CTX, help=f"tokens per chunk (default {cal.DEFAULT_CTX})")
     ap.add_argument("--per-head", action="store_true", help="one rotation per layer and KV head (default: per layer)")
+    ap.add_argument("--device", default=None, metavar="{cuda,cuda:N,mps,cpu}",
+                    help="with --rotations calibrate: where PyTorch runs the model (default: the best available, "
+                         "cuda, then mps, then cpu; a device PyTorch does not see is an error)")
     ap.add_argument("--torch-model", metavar="DIR", default=None,
                     help="with --rotations calibrate: load this Hugging Face folder in PyTorch instead of dequantising "
                          "the GGUF (it must hold the same weights, e.g. written by `oscar dequantize MODEL.gguf DIR`; "
@@ -158,6 +162,18 @@ def convert_main(argv: list[str] | None = None) -> int:
                          "F32, F16, BF16), so that llama.cpp multiplies neither V nor the attention output by a rotation "
                          "at run time: two fewer matrix products per layer and token. Quantize the output afterwards "
                          "(llama-quantize keeps the OSCAR tensors and metadata)")
+    ap.add_argument("--kv-bits", type=float, default=None, metavar="B",
+                    help="with --rotations calibrate: the budget of the precision plan, in bits per value over the whole "
+                         "cache at 32k tokens (windows and every layer counted; default 3.0): layers whose cache a "
+                         "sliding window bounds are stored in q8_0, and the growing layers' K or V are raised from "
+                         "oscar2 to q4_0 or q8_0 where calibration measures the largest gain per bit")
+    ap.add_argument("--kv-plan", choices=("auto", "off"), default="auto",
+                    help="auto: write the precision plan (from the calibration or the rotation file) into the GGUF, "
+                         "so that -ctk oscar2 -ctv oscar2 stores each layer as planned (llama.cpp's --kv-plan off "
+                         "overrides it at run time); off: no plan, every layer in oscar2 (default: auto)")
+    ap.add_argument("--no-centre", action="store_true",
+                    help="with --rotations calibrate: no centring means (by default each KV head's mean key and value "
+                         "are subtracted before the 2-bit quantiser, exactly, and written into the GGUF)")
     ap.add_argument("--save-rotations", metavar="FILE.safetensors",
                     help="also write the rotations as a rotation file (safetensors, or .npz by its name)")
     ap.add_argument("--force", action="store_true", help="overwrite an existing output")
@@ -211,6 +227,8 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             return work[0]
         try:
             gguf_path, src = _resolve_model(a.model, workdir, cleanup)
+            if a.device and a.rotations != "calibrate":
+                raise ConvertError("--device is only used with --rotations calibrate (where PyTorch runs the model)")
             if a.torch_model:
                 if a.rotations != "calibrate":
                     raise ConvertError("--torch-model is only used with --rotations calibrate")
@@ -258,13 +276,19 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                 from . import paths
                 data = a.calib_data or str(paths.WIKITEXT2_VALID)
                 try:
+                    budget = None if a.kv_plan == "off" else (3.0 if a.kv_bits is None else a.kv_bits)
+                    if budget is not None and not 2.0 <= budget <= 16.0:
+                        raise ConvertError(f"--kv-bits {a.kv_bits}: the budget is in bits per value, between 2 and 16 "
+                                           "(oscar2 alone with its windows is about 2.9 at 32k tokens)")
                     rot, rep = cal.calibrate(src, gguf_path, shape, data, a.calib_tokens, a.heldout_tokens,
-                                             a.calib_ctx, a.per_head, progress=not a.quiet)
+                                             a.calib_ctx, a.per_head, progress=not a.quiet, centre=not a.no_centre,
+                                             budget=budget, device=a.device)
                 except (ValueError, FileNotFoundError, RuntimeError) as e:
                     raise ConvertError(str(e)) from e
                 rot.check_limits("the calibrated rotations")
                 how = (f"calibrated on {rep.fit_tokens}+{rep.heldout_tokens} tokens in "
-                       f"{rep.capture_s + rep.search_s:.0f} s, attention-output error {100 * rep.rel_error:.2f} % "
+                       f"{rep.capture_s + rep.search_s:.0f} s on {rep.device} (capture {rep.capture_s:.0f} s, clip search "
+                       f"{rep.search_s:.0f} s), attention-output error {100 * rep.rel_error:.2f} % "
                        f"(fixed clips {100 * rep.rel_error_fixed:.2f} %)")
             else:
                 f = Path(a.rotations)
@@ -283,14 +307,35 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             cal_meta = rot.meta.get("calibration", {})
             if a.save_rotations:
                 rot.save(a.save_rotations)
+            if a.kv_bits is not None and a.rotations != "calibrate" and a.kv_plan == "auto":
+                from . import plan as kvplan
+                if not 2.0 <= a.kv_bits <= 16.0:
+                    raise ConvertError(f"--kv-bits {a.kv_bits}: the budget is in bits per value, between 2 and 16")
+                try:
+                    new = kvplan.replan(rot.meta.get("plan"), a.kv_bits, rot.meta.get("sink_tokens", 64),
+                                        rot.meta.get("recent_tokens", 256))
+                except ValueError as e:
+                    raise ConvertError(f"--kv-bits {a.kv_bits} with {how}: {e}") from e
+                rot.meta["plan"] = {**rot.meta["plan"], **new.as_meta(a.kv_bits)}
+            plan = rot.meta.get("plan") if a.kv_plan == "auto" else None
+            if plan is not None and not (isinstance(plan, dict) and "type_k" in plan and "type_v" in plan):
+                raise ConvertError(f"the rotations' meta.plan is malformed ({plan!r}); recompute them with "
+                                   "--rotations calibrate, or pass --kv-plan off")
             gguf_io.write_oscar_gguf(gguf_path, out, rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v,
                                      rot.meta.get("sink_tokens", 64), rot.meta.get("recent_tokens", 256),
                                      str(cal_meta.get("data", "unknown")), cal_meta.get("tokens", 0),
                                      str(cal_meta.get("objective", "unknown")), force=a.force, progress=not a.quiet,
-                                     fold_v=a.fold_v)
+                                     fold_v=a.fold_v, mean_k=rot.mean_k, mean_v=rot.mean_v,
+                                     plan_k=plan["type_k"] if plan else None, plan_v=plan["type_v"] if plan else None)
         finally:
             cleanup.remove_all()  # the work folder (the .part file is gone: renamed, or removed by the writer)
     kind = ("per-head" if rot.per_head else "per-layer") + (", V's folded into the weights" if a.fold_v else "")
+    if rot.mean_k is not None:
+        kind += ", centred"
+    if plan:
+        n_o2 = sum(t == "oscar2" for t in plan["type_k"]), sum(t == "oscar2" for t in plan["type_v"])
+        kind += (f", plan: oscar2 for K in {n_o2[0]} and V in {n_o2[1]} of {shape.n_layer} layers, "
+                 f"{plan.get('bits_per_value', float('nan')):.2f} bits/value at 32k")
     print(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations D={shape.head_dim}, "
           f"clip K {rot.clip_k.min():.3f}-{rot.clip_k.max():.3f} V {rot.clip_v.min():.3f}-{rot.clip_v.max():.3f}; "
           f"{how}) in {time.time() - t0:.1f} s", file=sys.stderr)

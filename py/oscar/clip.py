@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .quant import fake_quantize
+from .quant import fake_as, fake_quantize
 
 FIXED_CLIP_K = 0.96
 FIXED_CLIP_V = 0.92
@@ -90,20 +90,24 @@ class LayerSim:
     scaling: float
     vh: object = None
     o_ref: object = None
+    allowed: object = None  # bool [1, G*Nq, T]: every key the query reads (a side without windows)
 
-    def probs(self, kq):
+    def probs(self, kq, windows: bool = True):
         """Attention weights ``[Hkv, G*Nq, T]`` with 2-bit keys ``kq`` (``[T, Hkv, D]``; None: all
-        16-bit) where ``quant``."""
+        16-bit) where ``quant`` (``windows=False``: at every allowed position, a side without
+        16-bit windows)."""
         import torch
         s = self.s_exact
         if kq is not None:
-            s = torch.where(self.quant, torch.matmul(self.q, kq.permute(1, 2, 0)) * self.scaling, s)
+            s = torch.where(self.quant if windows else self.allowed,
+                            torch.matmul(self.q, kq.permute(1, 2, 0)) * self.scaling, s)
         return torch.softmax(s, dim=-1)
 
-    def split(self, p):
-        """``(p @ v, p_2bit)``: the output with 16-bit values, and the weights on 2-bit positions."""
+    def split(self, p, windows: bool = True):
+        """``(p @ v, p_2bit)``: the output with 16-bit values, and the weights on 2-bit positions
+        (``windows=False``: on every position)."""
         import torch
-        return torch.matmul(p, self.vh), p * self.quant
+        return torch.matmul(p, self.vh), p * (self.quant if windows else self.allowed)
 
     def output_split(self, a, pq, vq):
         """Attention output ``[Hkv, G*Nq, D]`` from :meth:`split`'s parts and 2-bit values ``vq``
@@ -125,10 +129,13 @@ class LayerSim:
 
 def layer_sim(q: np.ndarray, k: np.ndarray, v: np.ndarray, rot_k: np.ndarray, rot_v: np.ndarray,
               scaling: float, sliding_window: int | None = None, sink: int = SINK_TOKENS,
-              recent: int = RECENT_TOKENS, query_stride: int = 8) -> LayerSim | None:
+              recent: int = RECENT_TOKENS, query_stride: int = 8, mean_k: np.ndarray | None = None,
+              mean_v: np.ndarray | None = None) -> LayerSim | None:
     """Build a :class:`LayerSim` from one chunk's activations of one layer.
 
-    q: ``[T, Hq, D]``; k, v: ``[T, Hkv, D]``; rot_k, rot_v: ``[D, D]`` or ``[Hkv, D, D]``.
+    q: ``[T, Hq, D]``; k, v: ``[T, Hkv, D]``; rot_k, rot_v: ``[D, D]`` or ``[Hkv, D, D]``;
+    mean_k, mean_v: ``[Hkv, D]`` in rotated coordinates, subtracted from every rotated key and
+    value (centring: exact for attention, so only the quantisation sees it), or None.
     Scores the queries at positions ``t >= sink + recent`` (the first to read a 2-bit
     key), every ``query_stride``-th. Returns None if the chunk is too short for any.
     """
@@ -142,8 +149,13 @@ def layer_sim(q: np.ndarray, k: np.ndarray, v: np.ndarray, rot_k: np.ndarray, ro
     nq = len(pos)
     qt = _rotate(torch.from_numpy(np.ascontiguousarray(q[pos], dtype=np.float32)), rot_k)  # [Nq, Hq, D]
     qt = qt.reshape(nq, hkv, g, d).permute(1, 2, 0, 3).reshape(hkv, g * nq, d).contiguous()
-    kt = _rotate(torch.from_numpy(np.asarray(k, dtype=np.float32)), rot_k).contiguous()
-    vt = _rotate(torch.from_numpy(np.asarray(v, dtype=np.float32)), rot_v).contiguous()
+    kt = _rotate(torch.from_numpy(np.asarray(k, dtype=np.float32)), rot_k)
+    vt = _rotate(torch.from_numpy(np.asarray(v, dtype=np.float32)), rot_v)
+    if mean_k is not None:
+        kt = kt - torch.from_numpy(np.asarray(mean_k, dtype=np.float32))[None]
+    if mean_v is not None:
+        vt = vt - torch.from_numpy(np.asarray(mean_v, dtype=np.float32))[None]
+    kt, vt = kt.contiguous(), vt.contiguous()
     i = torch.from_numpy(pos)[:, None]
     j = torch.arange(t_len)[None, :]
     allowed = j <= i
@@ -152,7 +164,7 @@ def layer_sim(q: np.ndarray, k: np.ndarray, v: np.ndarray, rot_k: np.ndarray, ro
     quant = allowed & (j >= sink) & (j <= i - recent)
     allowed, quant = allowed.repeat(g, 1)[None], quant.repeat(g, 1)[None]
     s = (torch.matmul(qt, kt.permute(1, 2, 0)) * scaling).masked_fill(~allowed, float("-inf"))
-    sim = LayerSim(qt, kt, vt, quant, s, scaling, vt.transpose(0, 1).contiguous())
+    sim = LayerSim(qt, kt, vt, quant, s, scaling, vt.transpose(0, 1).contiguous(), allowed=allowed)
     sim.o_ref = sim.output(None, None)
     return sim
 
@@ -162,6 +174,28 @@ def quantized(x, r: float):
     import torch
     a = clip_rows(x.numpy(), r)
     return torch.from_numpy(fake_quantize(a))
+
+
+def stored(x, kv_type: str, r: float):
+    """A torch ``[T, H, D]`` tensor as the cache of type ``kv_type`` holds it: oscar2 clipped
+    at ``r`` (:func:`quantized`), any other type unclipped (llama.cpp clips only oscar2)."""
+    import torch
+    if kv_type == "oscar2":
+        return quantized(x, r)
+    return torch.from_numpy(fake_as(x.numpy(), kv_type))
+
+
+def type_error(sims: list[LayerSim], type_k: str, type_v: str, r_k: float, r_v: float) -> float:
+    """Summed squared attention-output error of one layer with K stored as ``type_k`` and V as
+    ``type_v`` (oscar2 sides clipped at ``r_k``/``r_v`` and read beside the 16-bit windows,
+    other types read at every position, as llama.cpp keeps windows only beside oscar2)."""
+    total = 0.0
+    for s in sims:
+        kq = None if type_k == "f16" else stored(s.k, type_k, r_k)
+        vq = None if type_v == "f16" else stored(s.v, type_v, r_v)
+        a, pq = s.split(s.probs(kq, windows=type_k == "oscar2"), windows=type_v == "oscar2")
+        total += float(((s.output_split(a, pq, vq) - s.o_ref) ** 2).sum())
+    return total
 
 
 def attention_error(sims: list[LayerSim], r_k: float, r_v: float) -> float:

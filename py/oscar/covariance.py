@@ -75,6 +75,9 @@ class LayerMoments:
         self.q_rows = 0  # rows per group (tokens * G)
         self.v_sum = np.zeros((n_kv, head_dim, head_dim))
         self.w_sum = np.zeros(n_kv)
+        self.k_first = np.zeros((n_kv, head_dim))  # sums of k and v (for the centring means)
+        self.v_first = np.zeros((n_kv, head_dim))
+        self.kv_rows = 0
         self._c: np.ndarray | None = None
 
     def add_queries(self, q: np.ndarray) -> None:
@@ -103,6 +106,21 @@ class LayerMoments:
         w = (np.matmul(kh, self._c) * kh).sum(axis=2)  # [Hkv, T]
         self.v_sum += np.matmul((vh * w[:, :, None]).transpose(0, 2, 1), vh)
         self.w_sum += w.sum(axis=1)
+        self.k_first += kh.sum(axis=1)
+        self.v_first += vh.sum(axis=1)
+        self.kv_rows += kh.shape[1]
+
+    def mean_k(self) -> np.ndarray:
+        """``[Hkv, D]``: the mean key of each KV head (post-RoPE, unrotated)."""
+        if self.kv_rows == 0:
+            raise RuntimeError("no keys/values were added")
+        return self.k_first / self.kv_rows
+
+    def mean_v(self) -> np.ndarray:
+        """``[Hkv, D]``: the mean value of each KV head (unrotated)."""
+        if self.kv_rows == 0:
+            raise RuntimeError("no keys/values were added")
+        return self.v_first / self.kv_rows
 
     def sigma_k(self, per_head: bool = False) -> np.ndarray:
         """``Σ_K``: ``[D, D]`` or ``[Hkv, D, D]``."""

@@ -19,6 +19,16 @@ restricted to query head q's input columns becomes ``W @ R_V[q // G]``, no
 ``attn_v_oscar_rot`` is written and ``oscar.v_rotation_folded`` (bool) is set: llama.cpp then
 multiplies neither V nor the attention output by a rotation at run time.
 
+Centring (optional): ``blk.N.attn_k_oscar_mean`` and ``blk.N.attn_v_oscar_mean``, numpy
+shape ``(Hkv, D)`` (ggml ``[D, Hkv]``): each KV head's mean key and value in rotated
+coordinates, which llama.cpp subtracts from every rotated key and value before the cache
+write (and adds back to the attention output for V); exact for attention, it narrows what
+the 2-bit blocks must span. Not written for V with ``fold_v``.
+
+Precision plan (optional): ``oscar.cache_type_k`` and ``oscar.cache_type_v``, string arrays
+with one cache type name per layer (``oscar2``, ``q4_0``, ``q8_0``, ``f16``): what llama.cpp
+stores each layer's K and V in under ``-ctk oscar2 -ctv oscar2`` (:mod:`oscar.plan`).
+
 Metadata added: ``oscar.version`` (uint32 1), ``oscar.clip_k`` and ``oscar.clip_v``
 (float32 arrays, one ratio per layer, the ``r`` of :func:`oscar.clip.clip_rows`),
 ``oscar.sink_tokens`` (uint32), ``oscar.recent_tokens`` (uint32),
@@ -43,6 +53,10 @@ UINT32_MAX = 2**32 - 1
 #: the tool named in the temporary file of a write (``.OUT.gguf.oscar-convert-<pid>-<random>.part``)
 TEMP_TOOL = "oscar-convert"
 ROT_K = "blk.{}.attn_k_oscar_rot"
+MEAN_K = "blk.{}.attn_k_oscar_mean"
+MEAN_V = "blk.{}.attn_v_oscar_mean"
+#: the cache types a precision plan may name (llama.cpp's llama_oscar_plan_type_ok)
+PLAN_TYPES = ("oscar2", "q4_0", "q8_0", "f16")
 ROT_V = "blk.{}.attn_v_oscar_rot"
 ATTN_TENSORS = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight")
 
@@ -195,7 +209,9 @@ def fold_v_rotation(w_v: np.ndarray, b_v: np.ndarray | None, w_o: np.ndarray, ro
 def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v: np.ndarray,
                      clip_k: np.ndarray, clip_v: np.ndarray, sink_tokens: int, recent_tokens: int,
                      calib_data: str, calib_tokens: int, objective: str, force: bool = False,
-                     progress: bool = True, fold_v: bool = False) -> None:
+                     progress: bool = True, fold_v: bool = False, mean_k: np.ndarray | None = None,
+                     mean_v: np.ndarray | None = None, plan_k: list[str] | None = None,
+                     plan_v: list[str] | None = None) -> None:
     """Copy ``src`` to ``dst`` with the OSCAR tensors and metadata added.
 
     rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (llama.cpp layout); clip_k, clip_v:
@@ -209,6 +225,8 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     SIGINT/SIGTERM removes the temporary, a SIGKILL's leftover is removed by the next write to
     ``dst``, and no other file (a user's ``DST.tmp``) is touched. fold_v: fold R_V into
     attn_v/attn_output (see the module docstring); refuses quantized attention weights.
+    mean_k, mean_v: ``[L, Hkv, D]`` centring means (rotated coordinates) or None; plan_k,
+    plan_v: one cache type name per layer (:data:`PLAN_TYPES`) or None.
 
     For tests only: ``OSCAR_TEST_WRITE_DELAY`` (seconds, float) sleeps after each tensor is
     written, so that a test can signal the process in the middle of the write.
@@ -241,6 +259,33 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     sink_tokens = limits.check_window_tokens(sink_tokens, "oscar.sink_tokens", "set sink_tokens in the rotation file")
     recent_tokens = limits.check_window_tokens(recent_tokens, "oscar.recent_tokens",
                                                "set recent_tokens in the rotation file")
+    n_kv, hd = (rot_k.shape[1], rot_k.shape[-1]) if rot_k.ndim == 4 else (None, rot_k.shape[-1])
+    means = {}
+    for name, m, fmt in (("mean_k", mean_k, MEAN_K), ("mean_v", mean_v, MEAN_V)):
+        if m is None or (fold_v and name == "mean_v"):
+            continue
+        m = np.ascontiguousarray(m, dtype=np.float32)
+        if m.ndim != 3 or m.shape[0] != n_layer or m.shape[2] != hd or (n_kv is not None and m.shape[1] != n_kv):
+            raise ValueError(f"{name} has shape {m.shape}; expected ({n_layer}, n_head_kv, {hd}): it does not fit "
+                             f"this model; {fix}")
+        bad = np.argwhere(~np.isfinite(m))
+        if len(bad):
+            raise ValueError(f"{fmt.format(int(bad[0][0]))} holds a non-finite value ({m[tuple(bad[0])]}); {fix}")
+        means[fmt] = m
+    plans = []
+    if (plan_k is None) != (plan_v is None):
+        raise ValueError("a precision plan needs both cache_type_k and cache_type_v; " + fix)
+    for key, pl in (("oscar.cache_type_k", plan_k), ("oscar.cache_type_v", plan_v)):
+        if pl is None:
+            continue
+        pl = [str(t) for t in pl]
+        if len(pl) != n_layer:
+            raise ValueError(f"{key} names {len(pl)} cache types, the model has {n_layer} layers; {fix}")
+        for i, t in enumerate(pl):
+            if t not in PLAN_TYPES:
+                raise ValueError(f"{key}: layer {i} names the cache type '{t}'; a plan takes "
+                                 f"{', '.join(PLAN_TYPES)}; {fix}")
+        plans.append((key, pl))
     if isinstance(calib_tokens, bool) or not isinstance(calib_tokens, (int, np.integer)) \
             or not 0 <= int(calib_tokens) <= UINT32_MAX:
         raise ValueError(f"oscar.calibration.tokens = {calib_tokens!r}: must be an integer 0 <= n <= {UINT32_MAX} "
@@ -269,13 +314,13 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     with atomic.Cleanup() as cleanup:
         tmp = cleanup.add(atomic.create_temp_file(dst, TEMP_TOOL))
         _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tokens, recent_tokens, calib_data,
-               calib_tokens, objective, fold_v, folded, n_layer, progress, delay)
+               calib_tokens, objective, fold_v, folded, n_layer, progress, delay, means, plans)
         os.replace(tmp, dst)  # the output is replaced only here, by the complete file
         cleanup.discard(tmp)
 
 
 def _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tokens, recent_tokens, calib_data,
-           calib_tokens, objective, fold_v, folded, n_layer, progress, delay) -> None:
+           calib_tokens, objective, fold_v, folded, n_layer, progress, delay, means, plans) -> None:
     """The body of :func:`write_oscar_gguf`: everything into ``tmp``."""
     import time
     writer = gguf.GGUFWriter(str(tmp), arch=arch, endianess=reader.endianess)
@@ -298,6 +343,8 @@ def _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tok
     writer.add_string("oscar.calibration.objective", str(objective))
     if fold_v:
         writer.add_bool("oscar.v_rotation_folded", True)
+    for key, pl in plans:
+        writer.add_array(key, pl)
     total = 0
     for t in reader.tensors:
         total += t.n_bytes
@@ -307,6 +354,11 @@ def _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tok
         for fmt, arr in ((ROT_K, rot_k[i]), (ROT_V, rot_v[i])):
             if fold_v and fmt == ROT_V:
                 continue
+            new.append(arr)
+            total += arr.nbytes
+            writer.add_tensor_info(fmt.format(i), arr.shape, arr.dtype, arr.nbytes, gguf.GGMLQuantizationType.F32)
+        for fmt, m in means.items():
+            arr = m[i]
             new.append(arr)
             total += arr.nbytes
             writer.add_tensor_info(fmt.format(i), arr.shape, arr.dtype, arr.nbytes, gguf.GGMLQuantizationType.F32)

@@ -109,16 +109,19 @@ _MIB = r"([0-9.]+) MiB"
 
 def parse_oscar_line(log: str) -> dict[str, float] | None:
     """MiB of the tiers from llama.cpp's start-up line ``oscar: K and V in oscar2 (2.5
-    bits/value): A MiB; 16-bit windows ...: B MiB[; K in q4_0: C MiB]``: keys ``oscar2``,
-    ``pool`` and ``other``; None when the log has no such line (no oscar2 side)."""
+    bits/value): A MiB; 16-bit windows ...: B MiB[; K in q4_0: C MiB | ; precision plan: ...:
+    C MiB]; N bits/value over the whole cache at M cells``: keys ``oscar2``, ``pool``,
+    ``other`` and ``bits`` (NaN when the line has no such figure); None when the log has no
+    such line (no oscar2 side)."""
     m = re.search(r"oscar: (K and V|K|V) in oscar2 \(2\.5 bits/value\): " + _MIB + r"(.*)", log)
     if not m:
         return None
     rest = m.group(3)
     pool = re.search(r"16-bit windows for [^:]*: .*?: " + _MIB, rest)
-    other = re.search(r"; [KV] in \w+: " + _MIB, rest)
+    other = re.search(r"; (?:[KV] in \w+|precision plan: [^:]*): " + _MIB, rest)
+    bpv = re.search(r"; ([0-9.]+) bits/value over the whole cache", rest)
     return {"sides": m.group(1), "oscar2": float(m.group(2)), "pool": float(pool.group(1)) if pool else 0.0,
-            "other": float(other.group(1)) if other else 0.0}
+            "other": float(other.group(1)) if other else 0.0, "bits": float(bpv.group(1)) if bpv else math.nan}
 
 
 def measured_bits(type_k: str, type_v: str, log: str) -> float:
@@ -126,6 +129,8 @@ def measured_bits(type_k: str, type_v: str, log: str) -> float:
     line: each oscar2 side costs ``2.5 * (oscar2 MiB + pool MiB) / oscar2 MiB``. Without
     an oscar2 side it is the types' nominal bits."""
     line = parse_oscar_line(log)
+    if line is not None and not math.isnan(line["bits"]):
+        return line["bits"]  # llama.cpp's own figure (every layer's type, the pool included)
     if line is None or line["oscar2"] <= 0:
         return (bits(type_k) + bits(type_v)) / 2
     o2 = 2.5 * (line["oscar2"] + line["pool"]) / line["oscar2"]

@@ -80,3 +80,48 @@ def fake_quantize(x: np.ndarray) -> np.ndarray:
     """``dequantize(quantize(x))`` with the shape of ``x`` (rows must be multiples of 64)."""
     x = np.asarray(x, dtype=np.float32)
     return dequantize(quantize(x)).reshape(x.shape)
+
+
+# ----------------------------------------------------------------------------- other cache types
+
+#: the cache types a precision plan chooses between (llama.cpp names), cheapest first
+PLAN_TYPES = ("oscar2", "q4_0", "q8_0", "f16")
+
+
+def fake_q8_0(x: np.ndarray) -> np.ndarray:
+    """ggml's ``q8_0`` round trip (blocks of 32 along the last axis: f16 step ``amax/127``,
+    codes rounded half away from zero) with the shape of ``x``."""
+    x = np.asarray(x, dtype=np.float32)
+    b = x.reshape(-1, 32)
+    d = np.abs(b).max(axis=1) / np.float32(127)
+    idv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+    v = b * idv[:, None]
+    q = np.trunc(v + np.copysign(np.float32(0.5), v))
+    d16 = d.astype(np.float16).astype(np.float32)
+    return (q * d16[:, None]).reshape(x.shape).astype(np.float32)
+
+
+def fake_q4_0(x: np.ndarray) -> np.ndarray:
+    """ggml's ``q4_0`` round trip (blocks of 32: step ``d = -max/8`` where max is the value of
+    largest magnitude, codes ``min(15, trunc(x/d + 8.5))``, value ``(code - 8)*d`` with d f16)."""
+    x = np.asarray(x, dtype=np.float32)
+    b = x.reshape(-1, 32)
+    mx = np.take_along_axis(b, np.abs(b).argmax(axis=1)[:, None], axis=1)[:, 0]
+    d = mx / np.float32(-8)
+    idv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, np.float32(1)), np.float32(0)).astype(np.float32)
+    q = np.minimum(np.float32(15), np.trunc(b * idv[:, None] + np.float32(8.5)))
+    d16 = d.astype(np.float16).astype(np.float32)
+    return ((q - 8) * d16[:, None]).reshape(x.shape).astype(np.float32)
+
+
+def fake_as(x: np.ndarray, kv_type: str) -> np.ndarray:
+    """``x`` (float32, last axis a multiple of 64) stored as ``kv_type`` and read back."""
+    if kv_type == "oscar2":
+        return fake_quantize(x)
+    if kv_type == "q8_0":
+        return fake_q8_0(x)
+    if kv_type == "q4_0":
+        return fake_q4_0(x)
+    if kv_type == "f16":
+        return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
+    raise ValueError(f"cache type '{kv_type}': a plan chooses from {', '.join(PLAN_TYPES)}")

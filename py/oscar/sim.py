@@ -31,7 +31,11 @@ Methods (``--methods``, options after a colon as in ``oscar:sink=0,recent=0``):
 - ``none``: no quantisation (the reference), through the same attention code.
 
 Options: ``sink=N``, ``recent=N`` (windows of int2/hadamard/oscar/oscar-hadamard),
-``group=N``, ``residual=N`` (kivi).
+``group=N``, ``residual=N`` (kivi); for ``oscar``: ``centre=0`` ignores the calibration's
+centring means, ``plan=0`` its precision plan (every layer oscar2). Where the calibration has
+them, ``oscar`` subtracts each KV head's mean key and value after the rotation (both tiers)
+and adds V's back to the output, and stores each layer's K and V in its plan's type
+(q4_0/q8_0 read at every position, windows only beside oscar2), as llama.cpp does.
 
 Layouts: for llama-style GGUFs, whose conversion permutes the Q/K rows of each head,
 queries and keys are taken into llama.cpp's layout (:func:`oscar.capture.qk_permutation`)
@@ -200,6 +204,8 @@ class Method:
     clip: bool = False
     group: int = KIVI_GROUP
     residual: int = KIVI_RESIDUAL
+    centre: int = 1
+    plan: int = 1
 
     @property
     def bits(self) -> float:
@@ -244,8 +250,9 @@ def parse_method(spec: str) -> Method:
     for opt in filter(None, opts.split(",")):
         key, _, val = opt.partition("=")
         key = key.strip()
-        if key not in ("sink", "recent", "group", "residual") or not val.strip().isdigit():
-            raise ValueError(f"bad option '{opt}' in method '{spec}': use sink=N, recent=N, group=N, residual=N")
+        if key not in ("sink", "recent", "group", "residual", "centre", "plan") or not val.strip().isdigit():
+            raise ValueError(f"bad option '{opt}' in method '{spec}': use sink=N, recent=N, group=N, residual=N, "
+                             "centre=0|1, plan=0|1")
         kw[key] = int(val)
     if base == "kivi" and kw.get("residual", m.residual) % kw.get("group", m.group):
         raise ValueError(f"method '{spec}': the KIVI residual must be a multiple of the group")
@@ -269,6 +276,10 @@ class Calibration:
     clip_k: np.ndarray
     clip_v: np.ndarray
     source: str
+    mean_k: np.ndarray | None = None  # [L, Hkv, D] rotated centring means
+    mean_v: np.ndarray | None = None
+    plan_k: list | None = None        # cache type per layer (precision plan)
+    plan_v: list | None = None
 
 
 @dataclass
@@ -286,6 +297,10 @@ class Plan:
     clip_v: list = field(default_factory=list)
     block: int = 256
     llama_query: bool = False
+    mk: list = field(default_factory=list)  # [L] of [Hkv, D] centring means (None: none)
+    mv: list = field(default_factory=list)
+    kq: list = field(default_factory=list)  # [L] storage type of K / V (the method's, or the plan's)
+    vq: list = field(default_factory=list)
 
 
 def hadamard_blocks(d: int, n: int):
@@ -333,6 +348,15 @@ def make_plan(method: Method, n_layer: int, head_dim: int, perm: np.ndarray | No
         plan.clip_v = [float(x) for x in calib.clip_v]
     else:
         plan.clip_k = plan.clip_v = [1.0] * n_layer
+    plan.mk = plan.mv = [None] * n_layer
+    plan.kq, plan.vq = [method.k_quant] * n_layer, [method.v_quant] * n_layer
+    if method.rotation == "calibrated" and calib is not None:
+        if method.centre and calib.mean_k is not None:
+            plan.mk = [torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32)) for m in calib.mean_k]
+        if method.centre and calib.mean_v is not None:
+            plan.mv = [torch.from_numpy(np.ascontiguousarray(m, dtype=np.float32)) for m in calib.mean_v]
+        if method.plan and calib.plan_k is not None and method.k_quant == "oscar2":
+            plan.kq, plan.vq = list(calib.plan_k), list(calib.plan_v)
     return plan
 
 
@@ -353,6 +377,10 @@ def quantize_side(x, kind: str, clip: float, method: Method, keys: bool):
     """The stored (low-precision) version of every position of ``x`` ``[Hkv, T, D]``."""
     if kind == "oscar2":
         return oscar2_fake(clip_rows(x, clip) if clip < 1.0 else x)
+    if kind in ("q8_0", "q4_0"):
+        import torch
+        from .quant import fake_as
+        return torch.from_numpy(fake_as(x.detach().numpy(), kind))
     if kind == "kivi":
         return kivi_keys(x, method.group) if keys else kivi_values(x, method.group)
     if kind == "f16":
@@ -381,6 +409,8 @@ class Prepared:
     hi_v: object
     lo_k: object
     lo_v: object
+    k_kind: str = ""  # the storage types of this layer (the method's, or its plan's)
+    v_kind: str = ""
 
 
 def prepare(q, k, v, layer: int, plan: Plan) -> Prepared:
@@ -393,12 +423,19 @@ def prepare(q, k, v, layer: int, plan: Plan) -> Prepared:
         q, k = q[..., plan.perm], k[..., plan.perm]
     rk, rv = plan.rk[layer], plan.rv[layer]
     q, k, v = rotate(q, rk, hkv), rotate(k, rk, hkv), rotate(v, rv, hkv)
+    if plan.mk and plan.mk[layer] is not None:  # centring (exact for attention: both tiers)
+        k = k - plan.mk[layer][:, None, :]
+    if plan.mv and plan.mv[layer] is not None:
+        v = v - plan.mv[layer][:, None, :]
+    kq = plan.kq[layer] if plan.kq else m.k_quant
+    vq = plan.vq[layer] if plan.vq else m.v_quant
     return Prepared(
         q,
-        f16_round(k) if m.k_quant != "none" else k,
-        f16_round(v) if m.v_quant != "none" else v,
-        quantize_side(k, m.k_quant, plan.clip_k[layer], m, True) if m.k_quant not in ("none", "f16") else None,
-        quantize_side(v, m.v_quant, plan.clip_v[layer], m, False) if m.v_quant not in ("none", "f16") else None)
+        f16_round(k) if kq != "none" else k,
+        f16_round(v) if vq != "none" else v,
+        quantize_side(k, kq, plan.clip_k[layer], m, True) if kq not in ("none", "f16") else None,
+        quantize_side(v, vq, plan.clip_v[layer], m, False) if vq not in ("none", "f16") else None,
+        kq, vq)
 
 
 def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window: int | None = None,
@@ -409,6 +446,7 @@ def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window
     llama_query: queries rounded to f16 against 16-bit keys and to q8_0 against oscar2 keys."""
     import torch
     m = method
+    k_kind, v_kind = p.k_kind or m.k_quant, p.v_kind or m.v_quant
     hq, t, d = p.q.shape
     hkv = p.hi_k.shape[0]
     g = hq // hkv
@@ -420,9 +458,9 @@ def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window
         lo = 0 if sliding_window is None else max(0, a - sliding_window + 1)
         i, j = pos[a:b, None], pos[None, lo:b]
         qb = qg[:, :, a:b].reshape(hkv, g * (b - a), d)
-        q_hi = f16_round(qb) if llama_query and m.k_quant != "none" else qb
-        q_lo = q8_0_fake(qb) if llama_query and m.k_quant == "oscar2" else qb
-        mk = low_mask(m, m.k_quant, i, j, True) if p.lo_k is not None else None
+        q_hi = f16_round(qb) if llama_query and k_kind != "none" else qb
+        q_lo = q8_0_fake(qb) if llama_query and k_kind in ("oscar2", "q8_0", "q4_0") else qb
+        mk = low_mask(m, k_kind, i, j, True) if p.lo_k is not None else None
         if p.lo_k is None or mk is not None:
             s = q_hi @ p.hi_k[:, lo:b].transpose(1, 2)
         if p.lo_k is not None:
@@ -436,7 +474,7 @@ def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window
             allowed = allowed & ((i - j) < sliding_window)
         s = s.masked_fill(~allowed.repeat(g, 1), float("-inf"))
         w = torch.softmax(s, dim=-1)
-        mv = low_mask(m, m.v_quant, i, j, False) if p.lo_v is not None else None
+        mv = low_mask(m, v_kind, i, j, False) if p.lo_v is not None else None
         if p.lo_v is not None and mv is None:
             o = w @ p.lo_v[:, lo:b]
         else:
@@ -454,6 +492,9 @@ def sim_attention(q, k, v, layer: int, plan: Plan, scaling: float, sliding_windo
     original V space (the output rotated back with ``R_Vᵀ``)."""
     p = prepare(q, k, v, layer, plan)
     out = tiered_attention(p, plan.method, scaling, sliding_window, softcap, plan.block, plan.llama_query)
+    if plan.mv and plan.mv[layer] is not None:  # V's mean back (the weights sum to 1)
+        hkv = k.shape[0]
+        out = (out.reshape(hkv, -1, *out.shape[1:]) + plan.mv[layer][:, None, None, :]).reshape(out.shape)
     rv = plan.rv[layer]
     return out if rv is None else rotate(out, rv.transpose(-1, -2), k.shape[0])
 
@@ -545,10 +586,12 @@ def load_calibration(spec: str | Path | None, gguf: str | Path) -> Calibration |
         path, _entry = zoo.find(gguf_io.model_shape(gguf))
         return load_calibration(path, gguf)
     p = Path(spec)
-    if p.suffix == ".npz":
+    if p.suffix in (".npz", ".safetensors"):
         rot = zoo.Rotations.load(p)
         rot.validate(gguf_io.model_shape(gguf), str(p))
-        return Calibration(rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v, str(p))
+        pl = rot.meta.get("plan") or {}
+        return Calibration(rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v, str(p), rot.mean_k, rot.mean_v,
+                           pl.get("type_k"), pl.get("type_v"))
     r = gguf_io.open_reader(p)
     if "oscar.version" not in r.fields:
         raise ValueError(f"{p} carries no OSCAR rotations (convert it with oscar-convert)")
@@ -557,7 +600,14 @@ def load_calibration(spec: str | Path | None, gguf: str | Path) -> Calibration |
     rv = np.stack([gguf_io.tensor_f32(p, gguf_io.ROT_V.format(i)) for i in range(n)])
     ck = np.asarray(r.fields["oscar.clip_k"].contents(), np.float32)
     cv = np.asarray(r.fields["oscar.clip_v"].contents(), np.float32)
-    return Calibration(rk, rv, ck, cv, str(p))
+    names = {t.name for t in r.tensors}
+    means = []
+    for fmt in (gguf_io.MEAN_K, gguf_io.MEAN_V):
+        means.append(np.stack([gguf_io.tensor_f32(p, fmt.format(i)) for i in range(n)])
+                     if fmt.format(0) in names else None)
+    pk = r.fields["oscar.cache_type_k"].contents() if "oscar.cache_type_k" in r.fields else None
+    pv = r.fields["oscar.cache_type_v"].contents() if "oscar.cache_type_v" in r.fields else None
+    return Calibration(rk, rv, ck, cv, str(p), means[0], means[1], pk, pv)
 
 
 @dataclass

@@ -8,6 +8,8 @@ A rotation file holds, for one model (all in llama.cpp's head layout):
   orthogonal again on load (:func:`oscar.rotation.nearest_orthogonal`), which moves each
   entry by about the float16 rounding (1e-4 for D = 256).
 - ``clip_k``, ``clip_v``: ``[L]`` clip ratios (:func:`oscar.clip.clip_rows`).
+- ``mean_k``, ``mean_v`` (optional): ``[L, Hkv, D]`` float32 centring means in rotated
+  coordinates (:func:`oscar.calibrate.rotated_means`); absent in files made without centring.
 - ``meta``: a JSON string: ``arch``, ``n_layer``, ``n_head``, ``n_head_kv``,
   ``head_dim``, ``fingerprint`` (:func:`oscar.gguf_io.model_shape`), ``per_head``,
   ``sink_tokens``, ``recent_tokens``, ``calibration`` (``data``, ``tokens``,
@@ -65,8 +67,9 @@ FILE_FIX = ("recompute it (oscar-convert MODEL --rotations calibrate --save-rota
             "or restore the original file")
 #: the safetensors header key that holds the JSON meta
 ST_META_KEY = "oscar.meta"
-#: the arrays of a rotation file
+#: the arrays of a rotation file, and those it may hold
 ARRAYS = ("rot_k", "rot_v", "clip_k", "clip_v")
+OPTIONAL_ARRAYS = ("mean_k", "mean_v")
 #: meta keys that must be integers (>= 0) where present
 _META_INTS = ("n_layer", "n_head", "n_head_kv", "head_dim")
 
@@ -79,6 +82,8 @@ class Rotations:
     clip_k: np.ndarray
     clip_v: np.ndarray
     meta: dict = field(default_factory=dict)
+    mean_k: np.ndarray | None = None
+    mean_v: np.ndarray | None = None
 
     @property
     def per_head(self) -> bool:
@@ -100,6 +105,9 @@ class Rotations:
         arrays = {"rot_k": np.ascontiguousarray(self.rot_k, rt), "rot_v": np.ascontiguousarray(self.rot_v, rt),
                   "clip_k": np.ascontiguousarray(self.clip_k, np.float32),
                   "clip_v": np.ascontiguousarray(self.clip_v, np.float32)}
+        for name in OPTIONAL_ARRAYS:
+            if getattr(self, name) is not None:
+                arrays[name] = np.ascontiguousarray(getattr(self, name), np.float32)
         meta = json.dumps(self.meta, sort_keys=True)
         atomic.remove_stale(path, "oscar", "oscar")
         with atomic.Cleanup() as cleanup:
@@ -129,7 +137,8 @@ class Rotations:
             raise FileNotFoundError(f"rotation file {path}: no such file")
         with open(path, "rb") as f:
             head = f.read(9)
-        if path.suffix == ".safetensors" or (len(head) == 9 and head[8:9] == b"{" and head[:2] != b"PK"):
+        st = path.suffix == ".safetensors" or (len(head) == 9 and head[8:9] == b"{" and head[:2] != b"PK")
+        if st:
             rk, rv, clip_k, clip_v, meta_s = _read_safetensors(path)
         else:
             rk, rv, clip_k, clip_v, meta_s = _read_npz(path)
@@ -137,7 +146,27 @@ class Rotations:
             meta = json.loads(meta_s)
         except ValueError as e:
             raise BadRotationFile(f"rotation file {path}: meta is not JSON ({e}); {FILE_FIX}") from e
-        return Rotations._from_arrays(path, rk, rv, clip_k, clip_v, meta, restore)
+        r = Rotations._from_arrays(path, rk, rv, clip_k, clip_v, meta, restore)
+        r.mean_k, r.mean_v = _read_optional(path, st)
+        r.check_means(f"rotation file {path}")
+        return r
+
+    def check_means(self, source: str = "rotations") -> None:
+        """Raise :class:`BadRotationFile` unless the centring means (where present) are finite
+        float ``[L, Hkv, D]`` arrays with the rotations' L and D."""
+        for name in OPTIONAL_ARRAYS:
+            a = getattr(self, name)
+            if a is None:
+                continue
+            a = np.asarray(a)
+            L, d = np.shape(self.rot_k)[0], np.shape(self.rot_k)[-1]
+            if a.ndim != 3 or a.shape[0] != L or a.shape[2] != d or a.dtype.kind != "f":
+                raise BadRotationFile(f"{source}: {name} has {a.dtype} shape {a.shape}; expected float32 "
+                                      f"[{L}, n_head_kv, {d}]; {FILE_FIX}")
+            bad = np.argwhere(~np.isfinite(a))
+            if len(bad):
+                raise BadRotationFile(f"{source}: {name} of layer {int(bad[0][0])} holds a non-finite value; {FILE_FIX}")
+            setattr(self, name, a.astype(np.float32))
 
     @staticmethod
     def _from_arrays(path: Path, rk: np.ndarray, rv: np.ndarray, clip_k: np.ndarray, clip_v: np.ndarray,

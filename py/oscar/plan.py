@@ -1,0 +1,139 @@
+"""Precision plans: which cache type each layer's K and V are stored in under ``-ctk oscar2 -ctv oscar2``.
+
+A plan is two lists of llama.cpp cache-type names, one entry per layer (``type_k``,
+``type_v``), written into the GGUF as ``oscar.cache_type_k`` / ``oscar.cache_type_v``
+(string arrays) and applied by llama.cpp to the sides the user asked to be oscar2.
+
+:func:`choose` makes one from calibration: layers whose cache is bounded by a sliding
+window (iSWA) are stored in ``q8_0`` (2-bit saves almost nothing there, the window pool costs
+more than it saves); the growing layers start in ``oscar2`` and are raised one step at a time
+(oscar2 -> q4_0 -> q8_0, K or V of one layer) where the measured attention-output error falls
+most per bit spent, while the whole cache stays within ``budget`` bits per value at ``ctx``
+tokens (16-bit window pools and every layer counted, :func:`bits_per_value`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import kvmem
+
+#: raising order of a side's type
+LADDER = ("oscar2", "q4_0", "q8_0")
+#: the type of a layer whose cache a sliding window bounds
+SLIDING_TYPE = "q8_0"
+#: the context a plan's budget is counted at, and the default budget
+BUDGET_CTX = 32768
+DEFAULT_BUDGET = 3.0
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One layer's cache geometry: K/V values per cell, and its sliding window (None: grows)."""
+    values_k: int
+    values_v: int
+    sliding_window: int | None = None
+
+
+def layer_cells(layer: LayerShape, ctx: int, ubatch: int = kvmem.POOL_UBATCH) -> int:
+    """Cells llama.cpp allocates for the layer at ``ctx``: the padded context, or for a sliding
+    layer its window plus one ubatch (the iSWA cache), whichever is smaller."""
+    n = kvmem.cells(ctx)
+    if layer.sliding_window is not None:
+        n = min(n, kvmem.cells(layer.sliding_window + ubatch))
+    return n
+
+
+def bits_per_value(layers: list[LayerShape], type_k: list[str], type_v: list[str], ctx: int = BUDGET_CTX,
+                   sink: int = 64, recent: int = 256) -> float:
+    """Average bits per stored K/V value of the whole cache at ``ctx`` (one sequence), the
+    16-bit window pools of oscar2 sides included."""
+    stored = 0.0
+    values = 0.0
+    for lay, tk, tv in zip(layers, type_k, type_v, strict=True):
+        n = layer_cells(lay, ctx)
+        slots = min(n, kvmem.pool_slots(ctx, sink, recent))
+        for t, nv in ((tk, lay.values_k), (tv, lay.values_v)):
+            stored += n * nv * kvmem.bits(t) + (slots * nv * 16 if t == "oscar2" and slots else 0)
+            values += n * nv
+    return stored / values
+
+
+@dataclass
+class Plan:
+    """A chosen plan with what it costs and what the calibration measured of it."""
+    type_k: list[str]
+    type_v: list[str]
+    bits: float              # bits per value at BUDGET_CTX
+    rel_error: float         # summed per-layer relative attention-output error
+    rel_error_oscar2: float  # the same with every growing layer in oscar2
+
+    def as_meta(self, budget: float, layers: list[LayerShape] | None = None,
+                errors: list[dict[tuple[str, str], float]] | None = None) -> dict:
+        """The rotation file's ``meta.plan``: the choice, and (with ``layers``/``errors``) what it
+        was chosen from, so that :func:`replan` can choose again for another budget."""
+        m = {"type_k": self.type_k, "type_v": self.type_v, "bits_per_value": round(self.bits, 4),
+             "budget_bits": budget, "budget_ctx": BUDGET_CTX, "rel_error": self.rel_error,
+             "rel_error_all_oscar2": self.rel_error_oscar2}
+        if layers is not None and errors is not None:
+            m["layers"] = [[lay.values_k, lay.values_v, lay.sliding_window] for lay in layers]
+            m["errors"] = [{f"{a},{b}": float(e) for (a, b), e in t.items()} for t in errors]
+        return m
+
+
+def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]], budget: float = DEFAULT_BUDGET,
+           sink: int = 64, recent: int = 256) -> Plan:
+    """Greedy plan under ``budget`` bits per value at :data:`BUDGET_CTX`.
+
+    errors[l][(type_k, type_v)]: layer l's relative attention-output error with those types
+    (every pair of :data:`LADDER` types; sliding layers may have only ``(q8_0, q8_0)``)."""
+    if len(errors) != len(layers):
+        raise ValueError(f"{len(errors)} error tables for {len(layers)} layers")
+    tk = [SLIDING_TYPE if lay.sliding_window is not None else "oscar2" for lay in layers]
+    tv = list(tk)
+
+    def err(i: int) -> float:
+        return errors[i][(tk[i], tv[i])]
+
+    base = sum(err(i) for i in range(len(layers)))
+    cost = bits_per_value(layers, tk, tv, sink=sink, recent=recent)
+    while True:
+        best = None
+        for i, lay in enumerate(layers):
+            if lay.sliding_window is not None:
+                continue
+            for side in ("k", "v"):
+                cur = tk if side == "k" else tv
+                step = LADDER.index(cur[i]) + 1
+                if step >= len(LADDER):
+                    continue
+                old = cur[i]
+                cur[i] = LADDER[step]
+                new_cost = bits_per_value(layers, tk, tv, sink=sink, recent=recent)
+                gain = errors[i][(old if side == "k" else tk[i], old if side == "v" else tv[i])] - err(i)
+                cur[i] = old
+                if new_cost > budget or new_cost <= cost:
+                    continue
+                score = gain / (new_cost - cost)
+                if gain > 0 and (best is None or score > best[0]):
+                    best = (score, i, side, LADDER[step], new_cost)
+        if best is None:
+            break
+        _, i, side, t, cost = best
+        (tk if side == "k" else tv)[i] = t
+    return Plan(tk, tv, cost, sum(err(i) for i in range(len(layers))), base)
+
+
+def uniform(n_layer: int, kv_type: str = "oscar2") -> tuple[list[str], list[str]]:
+    """Every layer's K and V in one type."""
+    return [kv_type] * n_layer, [kv_type] * n_layer
+
+
+def replan(meta_plan: dict, budget: float, sink: int = 64, recent: int = 256) -> Plan:
+    """A new plan for ``budget`` from a rotation file's ``meta.plan`` (its layers and measured
+    errors); ValueError when the file does not carry them (made before plans kept them)."""
+    if not isinstance(meta_plan, dict) or "errors" not in meta_plan or "layers" not in meta_plan:
+        raise ValueError("the rotations carry no measured per-layer errors to plan from; recalibrate "
+                         "(--rotations calibrate --kv-bits B)")
+    layers = [LayerShape(int(a), int(b), None if w is None else int(w)) for a, b, w in meta_plan["layers"]]
+    errors = [{tuple(k.split(",")): float(v) for k, v in t.items()} for t in meta_plan["errors"]]
+    return choose(layers, errors, budget, sink, recent)

@@ -1,0 +1,277 @@
+"""Precision plans and centring: the Python side against independent references, and llama.cpp.
+
+- ``oscar.quant.fake_q8_0``/``fake_q4_0`` (what a plan's other types do to a row) equal
+  gguf-py's own q8_0/q4_0 round trips;
+- ``oscar.plan``: bits per value agree with ``oscar.kvmem`` for a uniform cache; the greedy
+  plan keeps within its budget, puts sliding layers in q8_0 and raises the layer whose error
+  falls most per bit first;
+- centring is exact for attention (the clip search's own simulation with and without means);
+- llama.cpp: a centred model gives the uncentred model's logits on a 16-bit cache rotated
+  anyway (V's mean is added back exactly) and different ones on oscar2 (the means reach the
+  quantiser); a plan of q8_0 everywhere under ``-ctk oscar2 -ctv oscar2`` is exactly a q8_0
+  cache; a mixed plan is reported layer by layer with the bits per value of the whole cache,
+  ``--kv-plan off`` gives exactly the unplanned model; bad plans and means are refused naming
+  the layer.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oscar import clip, kvmem, paths, plan
+from oscar import perplexity as pp
+from oscar.covariance import LayerMoments
+from oscar.quant import fake_q4_0, fake_q8_0
+
+from test_rotation_llama import (CHUNKS, CTX, F16_ROTATED, HEAD_DIM, N_HEAD_KV, N_LAYER, VERBOSE,  # noqa: F401
+                                 f32_base, f32_models, write_converted)
+
+
+# ----------------------------------------------------------------------------- numpy side
+
+@pytest.mark.parametrize("name,fake", [("Q8_0", fake_q8_0), ("Q4_0", fake_q4_0)])
+def test_fake_types_equal_gguf_py(name, fake):
+    import gguf
+    from gguf.quants import dequantize, quantize
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 128)).astype(np.float32) * rng.uniform(0.01, 30, (64, 1)).astype(np.float32)
+    x[3, 5] = 400.0  # an outlier block
+    x[7, :32] = 0.0  # an all-zero block
+    t = gguf.GGMLQuantizationType[name]
+    want = dequantize(quantize(x, t), t).reshape(x.shape)
+    np.testing.assert_array_equal(fake(x), want)
+
+
+def shapes(n_layer: int = 4, sliding: tuple[int, ...] = ()) -> list[plan.LayerShape]:
+    return [plan.LayerShape(128, 128, 512 if i in sliding else None) for i in range(n_layer)]
+
+
+@pytest.mark.parametrize("t", ["oscar2", "q8_0", "f16"])
+@pytest.mark.parametrize("ctx", [4096, 32768])
+def test_uniform_bits_agree_with_kvmem(t, ctx):
+    g = kvmem.KVGeometry(4, 2, 64, 64)
+    want = kvmem.bits_per_value(g, ctx, t, t)
+    got = plan.bits_per_value(shapes(), *plan.uniform(4, t), ctx=ctx)
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def error_tables(n_layer: int, bad_layer: int) -> list[dict]:
+    """Relative errors: every layer 0.01 with 2-bit K, 0.002 with 2-bit V; 4-bit a tenth of it,
+    8-bit a hundredth; ``bad_layer``'s 2-bit K is 0.5 (a collapsing layer)."""
+    scale = {"oscar2": 1.0, "q4_0": 0.1, "q8_0": 0.01}
+    out = []
+    for i in range(n_layer):
+        ek = {t: (0.5 if i == bad_layer and t == "oscar2" else 0.01) * s for t, s in scale.items()}
+        ek["q4_0"] = min(ek["q4_0"], 0.001)
+        out.append({(a, b): ek[a] + 0.002 * scale[b] for a in scale for b in scale})
+    return out
+
+
+def test_plan_raises_the_collapsing_layer_first_and_keeps_the_budget():
+    lay = shapes(8, sliding=(1, 2))
+    base = plan.bits_per_value(lay, ["q8_0" if i in (1, 2) else "oscar2" for i in range(8)],
+                               ["q8_0" if i in (1, 2) else "oscar2" for i in range(8)])
+    # room for one step of one side of one layer: the collapsing K of layer 5
+    one_step = (plan.bits_per_value(lay, ["q8_0" if i in (1, 2) else ("q4_0" if i == 5 else "oscar2") for i in range(8)],
+                                    ["q8_0" if i in (1, 2) else "oscar2" for i in range(8)]))
+    p = plan.choose(lay, error_tables(8, 5), budget=(base + one_step) / 2 + (one_step - base) / 2 + 1e-9)
+    assert p.type_k[5] == "q4_0" and p.type_k.count("oscar2") == 5, p.type_k
+    assert p.type_k[1] == p.type_k[2] == p.type_v[1] == p.type_v[2] == "q8_0"
+    assert p.bits <= one_step + 1e-9 and p.rel_error < p.rel_error_oscar2
+    # no room: nothing raised
+    p0 = plan.choose(lay, error_tables(8, 5), budget=base)
+    assert [t for i, t in enumerate(p0.type_k) if i not in (1, 2)] == ["oscar2"] * 6
+    # a generous budget spends it where it pays, never above it
+    p3 = plan.choose(lay, error_tables(8, 5), budget=4.0)
+    assert p3.bits <= 4.0 and p3.type_k[5] != "oscar2"
+    assert plan.bits_per_value(lay, p3.type_k, p3.type_v) == pytest.approx(p3.bits)
+
+
+def test_moments_means_are_the_token_means():
+    rng = np.random.default_rng(1)
+    m = LayerMoments(2, 64)
+    ks, vs = [], []
+    for t in (50, 70):
+        q = rng.standard_normal((t, 4, 64))
+        k = rng.standard_normal((t, 2, 64)) + 3.0
+        v = rng.standard_normal((t, 2, 64)) - 1.5
+        m.add_queries(q)
+        ks.append(k)
+        vs.append(v)
+    for k, v in zip(ks, vs):
+        m.add_values(k, v)
+    np.testing.assert_allclose(m.mean_k(), np.concatenate(ks).mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(m.mean_v(), np.concatenate(vs).mean(axis=0), rtol=1e-12)
+
+
+def test_centring_is_exact_and_narrows_the_2bit_error():
+    """The clip search's simulation: with centring means the unquantised attention output is the
+    uncentred one minus V's mean (exact); with offsets in the data the 2-bit error falls."""
+    rng = np.random.default_rng(2)
+    t, hq, hkv, d = 600, 4, 2, 64
+    offs_k = rng.standard_normal((hkv, d)).astype(np.float32) * 6
+    offs_v = rng.standard_normal((hkv, d)).astype(np.float32) * 4
+    q = rng.standard_normal((t, hq, d)).astype(np.float32)
+    k = (rng.standard_normal((t, hkv, d)) + offs_k).astype(np.float32)
+    v = (rng.standard_normal((t, hkv, d)) + offs_v).astype(np.float32)
+    eye = np.eye(d, dtype=np.float32)
+    plain = clip.layer_sim(q, k, v, eye, eye, 0.125)
+    centred = clip.layer_sim(q, k, v, eye, eye, 0.125, mean_k=offs_k, mean_v=offs_v)
+    o_plain = plain.o_ref.numpy()
+    o_centred = centred.o_ref.numpy() + offs_v[:, None, :]
+    np.testing.assert_allclose(o_centred, o_plain, rtol=1e-4, atol=1e-4)
+    e_plain = clip.type_error([plain], "oscar2", "oscar2", 1.0, 1.0)
+    e_centred = clip.type_error([centred], "oscar2", "oscar2", 1.0, 1.0)
+    assert e_centred < 0.5 * e_plain, (e_centred, e_plain)
+    # and the 16-bit reference of type_error is the output itself
+    assert clip.type_error([centred], "f16", "f16", 1.0, 1.0) == 0.0
+
+
+# ----------------------------------------------------------------------------- the converter's writer
+
+def test_writer_checks_plans_and_means(smollm2, tmp_path):
+    from oscar import gguf_io
+    rot = np.stack([np.eye(HEAD_DIM, dtype=np.float32)] * N_LAYER)
+    clips = np.ones(N_LAYER, np.float32)
+    good_mean = np.zeros((N_LAYER, N_HEAD_KV, HEAD_DIM), np.float32)
+    out = tmp_path / "o.gguf"
+
+    def write(**kw):
+        gguf_io.write_oscar_gguf(smollm2, out, rot, rot, clips, clips, 64, 256, "t", 0, "t", progress=False,
+                                 force=True, **kw)
+
+    with pytest.raises(ValueError, match=r"layer 3 names the cache type 'q5_1'"):
+        write(plan_k=["oscar2"] * 3 + ["q5_1"] + ["oscar2"] * (N_LAYER - 4), plan_v=["oscar2"] * N_LAYER)
+    with pytest.raises(ValueError, match=r"names 2 cache types, the model has 30 layers"):
+        write(plan_k=["q8_0"] * 2, plan_v=["oscar2"] * N_LAYER)
+    assert not out.exists()
+    bad = good_mean.copy()
+    bad[7, 1, 3] = np.nan
+    with pytest.raises(ValueError, match=r"blk\.7\.attn_k_oscar_mean holds a non-finite value"):
+        write(mean_k=bad)
+    assert not out.exists()
+    write(mean_k=good_mean + 1, mean_v=good_mean - 2, plan_k=["q8_0"] * N_LAYER, plan_v=["oscar2"] * N_LAYER)
+    import gguf
+    r = gguf.GGUFReader(out)
+    names = {t.name: t for t in r.tensors}
+    assert names["blk.4.attn_k_oscar_mean"].data.shape == (N_HEAD_KV, HEAD_DIM)
+    np.testing.assert_array_equal(names["blk.4.attn_v_oscar_mean"].data, -2.0)
+    assert r.fields["oscar.cache_type_k"].contents() == ["q8_0"] * N_LAYER
+
+
+def test_writer_refuses_a_mean_of_another_head_size(smollm2, tmp_path):
+    from oscar import gguf_io
+    rot = np.stack([np.eye(HEAD_DIM, dtype=np.float32)] * N_LAYER)
+    clips = np.ones(N_LAYER, np.float32)
+    out = tmp_path / "o.gguf"
+    with pytest.raises(ValueError, match=r"mean_v has shape \(30, 3, 63\); expected \(30, n_head_kv, 64\)"):
+        gguf_io.write_oscar_gguf(smollm2, out, rot, rot, clips, clips, 64, 256, "t", 0, "t", progress=False,
+                                 mean_v=np.zeros((N_LAYER, N_HEAD_KV, HEAD_DIM - 1), np.float32))
+    assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- llama.cpp
+
+def random_means(seed: int, scale: float) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for il in range(N_LAYER):
+        for kind in ("k", "v"):
+            out[f"blk.{il}.attn_{kind}_oscar_mean"] = (rng.standard_normal((N_HEAD_KV, HEAD_DIM)) * scale).astype(np.float32)
+    return out
+
+
+@pytest.fixture(scope="module")
+def centred_models(smollm2, tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("centre")
+    return {
+        "plain": write_converted(smollm2, d / "plain.gguf", f32=True),
+        "centred": write_converted(smollm2, d / "centred.gguf", f32=True, means=random_means(0, 2.0)),
+    }
+
+
+def test_centring_is_exact_on_a_16bit_cache(centred_models, wiki_slice, f32_base):
+    """The same rotations with and without centring means, a 16-bit cache rotated anyway:
+    both give the original logits (V's mean is added back to the output exactly; K's shifts
+    each query's scores by one constant)."""
+    base, ref = f32_base
+    res = pp.run(centred_models["centred"], wiki_slice, F16_ROTATED, ctx=CTX, chunks=CHUNKS, kld_base=base)
+    assert res.kld_mean < 1e-4, res.kld_mean
+    assert abs(res.ppl / ref.ppl - 1) < 1e-3, (res.ppl, ref.ppl)
+
+
+def test_centring_reaches_the_quantiser(centred_models, wiki_slice, f32_base):
+    """On oscar2 (no windows: every key and value in 2-bit) the centred model's logits differ
+    from the uncentred one's: the means are subtracted before the 2-bit quantiser."""
+    base, _ = f32_base
+    kv = pp.KVConfig("oscar2", "oscar2", args=["--kv-sink", "0", "--kv-recent", "0"])
+    a = pp.run(centred_models["plain"], wiki_slice, kv, ctx=CTX, chunks=CHUNKS, kld_base=base)
+    b = pp.run(centred_models["centred"], wiki_slice, kv, ctx=CTX, chunks=CHUNKS, kld_base=base)
+    assert a.ppl != b.ppl and abs(a.kld_mean - b.kld_mean) > 1e-4, (a.kld_mean, b.kld_mean)
+
+
+def oscar2_line(log: str) -> str:
+    m = re.search(r"^.*oscar: (K and V|K|V) in oscar2 .*$", log, re.M)
+    assert m, "no oscar2 memory line in:\n" + log[-3000:]
+    return m.group(0)
+
+
+def test_plan_of_q8_0_everywhere_is_a_q8_0_cache(smollm2, tmp_path, wiki_slice):
+    plain = write_converted(smollm2, tmp_path / "plain.gguf")
+    planned = write_converted(smollm2, tmp_path / "planned.gguf", plan=(["q8_0"] * N_LAYER, ["q8_0"] * N_LAYER))
+    a = pp.run(plain, wiki_slice, pp.KVConfig("q8_0", "q8_0"), ctx=CTX, chunks=CHUNKS)
+    b = pp.run(planned, wiki_slice, pp.KVConfig("oscar2", "oscar2"), ctx=CTX, chunks=CHUNKS, extra=VERBOSE)
+    assert a.ppl == b.ppl, (a.ppl, b.ppl)
+    assert "oscar: K and V in oscar2" not in b.log  # nothing is oscar2
+
+
+def test_mixed_plan_is_reported_and_off_restores_oscar2(smollm2, tmp_path, wiki_slice):
+    tk = ["q8_0"] * 10 + ["q4_0"] * 2 + ["oscar2"] * (N_LAYER - 12)
+    tv = ["oscar2"] * 5 + ["f16"] + ["oscar2"] * (N_LAYER - 6)
+    plain = write_converted(smollm2, tmp_path / "plain.gguf")
+    planned = write_converted(smollm2, tmp_path / "planned.gguf", plan=(tk, tv))
+    kv = pp.KVConfig("oscar2", "oscar2")
+    res = pp.run(planned, wiki_slice, kv, ctx=CTX, chunks=CHUNKS, extra=VERBOSE)
+    line = oscar2_line(res.log)
+    assert "precision plan: oscar2 for K in 18 and V in 29 of 30 layers" in line, line
+    assert "K q4_0 in 2 of 30 layers" in line and "K q8_0 in 10 of 30 layers" in line and "V f16 in 1 of 30 layers" in line
+    # bits per value of the whole cache, from the tensors' sizes: cells = CTX (padded to 256)
+    cells, per = kvmem.cells(CTX), N_HEAD_KV * HEAD_DIM
+    slots = kvmem.pool_slots(CTX, 64, 256)
+    stored = sum(cells * per * kvmem.bits(t) for t in tk + tv)
+    stored += slots * per * 16 * (tk.count("oscar2") + tv.count("oscar2"))
+    want = stored / (cells * per * 2 * N_LAYER)
+    got = float(re.search(r"; ([0-9.]+) bits/value over the whole cache at (\d+) cells", line).group(1))
+    assert got == pytest.approx(want, abs=0.006), (got, want, line)
+    off = pp.run(planned, wiki_slice, pp.KVConfig("oscar2", "oscar2", args=["--kv-plan", "off"]), ctx=CTX, chunks=CHUNKS)
+    ref = pp.run(plain, wiki_slice, kv, ctx=CTX, chunks=CHUNKS)
+    assert off.ppl == ref.ppl and res.ppl != ref.ppl, (off.ppl, ref.ppl, res.ppl)
+
+
+def _load_error(bin_dir: Path, model: Path, text: Path) -> str:
+    p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(model), "-f", str(text), "-c", "256",
+                        "--chunks", "1", "-ctk", "oscar2", "-ctv", "oscar2"], capture_output=True, text=True)
+    assert p.returncode != 0, "loaded a model it should refuse"
+    return p.stderr + p.stdout
+
+
+def test_bad_plan_and_mean_are_refused(smollm2, tmp_path, wiki_slice, bin_dir):
+    bad_type = write_converted(smollm2, tmp_path / "t.gguf",
+                               plan=(["oscar2"] * 4 + ["q5_1"] + ["oscar2"] * 25, ["oscar2"] * N_LAYER))
+    log = _load_error(bin_dir, bad_type, wiki_slice)
+    assert "oscar.cache_type_k': layer 4 names the cache type 'q5_1'" in log and "--kv-plan off" in log, log[-2000:]
+    short = write_converted(smollm2, tmp_path / "s.gguf", plan=(["oscar2"] * 3, ["oscar2"] * 3))
+    assert "names 3 cache types, the model has 30 layers" in _load_error(bin_dir, short, wiki_slice)
+    means = random_means(1, 1.0)
+    means["blk.6.attn_v_oscar_mean"] = np.zeros((N_HEAD_KV + 1, HEAD_DIM), np.float32)
+    shape = write_converted(smollm2, tmp_path / "m.gguf", means=means)
+    log = _load_error(bin_dir, shape, wiki_slice)
+    assert "layer 6: tensor 'blk.6.attn_v_oscar_mean' has shape [64, 4]; expected [64, 3]" in log, log[-2000:]
+    means = random_means(1, 1.0)
+    means["blk.2.attn_k_oscar_mean"][1, 7] = np.inf
+    log = _load_error(bin_dir, write_converted(smollm2, tmp_path / "n.gguf", means=means), wiki_slice)
+    assert "layer 2: tensor 'blk.2.attn_k_oscar_mean' holds a non-finite value" in log, log[-2000:]
