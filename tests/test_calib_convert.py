@@ -59,7 +59,10 @@ def test_convert_zoo(smollm2, tmp_path, capsys):
     assert cli.convert_main(["smollm2-135m", "--rotations", "zoo", "-o", str(out), "-q"]) == 0
     assert "oscar-convert: wrote" in capsys.readouterr().err
     r = check_output(smollm2, out)
-    assert r.fields["oscar.calibration.tokens"].contents() >= 32768
+    assert r.fields["oscar.calibration.tokens"].contents() >= 4096
+    # the zoo entry's centring means and precision plan reach the GGUF
+    assert any(t.name == "blk.5.attn_k_oscar_mean" for t in r.tensors)
+    assert len(r.fields["oscar.cache_type_k"].contents()) == 30
     assert sha(smollm2) == before
     # the zoo rotations are calibrated ones, not the plain Hadamard
     rk = np.asarray([t for t in r.tensors if t.name == "blk.5.attn_k_oscar_rot"][0].data)
