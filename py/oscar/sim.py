@@ -745,6 +745,8 @@ def llama_config(method: Method, model: str | Path, calib: Calibration | None) -
     if method.k_quant != "oscar2" or method.v_quant != "oscar2":
         return None
     args = ["-ctk", "oscar2", "-ctv", "oscar2", "--kv-sink", str(method.sink), "--kv-recent", str(method.recent)]
+    if not method.plan:
+        args += ["--kv-plan", "off"]
     if method.rotation == "calibrated":
         if calib is None or not calib.source.endswith(".gguf"):
             return None
