@@ -1,18 +1,17 @@
 #!/usr/bin/env bash
-# On a GPU machine (the device tool): the oscar2 decode kernel with its tiles two at a time
-# (the default) against one at a time (GGML_CUDA_OSCAR2_PAIRS=0), side by side in one build,
-# and equal-memory throughput (oscar-bench --equal-memory). Steps, in order, each skipped
+# On a GPU machine (the device tool): the oscar2 decode kernel's correctness and speed at
+# 64k-128k cells beside f16, and equal-memory throughput (oscar-bench --equal-memory). Steps, in order, each skipped
 # when the call's deadline (DEADLINE_S seconds from the start, default 540) would pass it
 # (rerun with the skipped steps; the build and the model in /tmp are reused while the
 # machine is warm):
 #   build   scripts/device-cuda.sh build into /tmp/b (SRC_TAR, default .cache/stage-cuda/llama-src.tar.xz)
-#   test    test-backend-ops FLASH_ATTN_EXT oscar2 cases, CUDA against the CPU: pairs at the grid's
-#           chunks and at GGML_CUDA_OSCAR2_CHUNK 1024 and 160, and one tile at a time
-#   perf    test-backend-ops perf of the attention op at 64k and 128k cells, the two kernels alternating
+#   test    test-backend-ops FLASH_ATTN_EXT oscar2 cases, CUDA against the CPU, at the grid's
+#           chunks and at GGML_CUDA_OSCAR2_CHUNK 1024 and 160
+#   perf    test-backend-ops perf of the attention op at 64k and 128k cells, two rounds
 #   ncu     Nsight Compute of the decode kernel at 64k cells: time, DRAM bytes and throughput, instructions
 #   eqmem   oscar-bench --equal-memory EQ_CTX (default 32768) -n 32: KV types EQ_KV (default
-#           f16,oscar2,q8_0,q4_0) with pairs, then oscar2 one tile at a time (reports in $OUT/eqmem-*/)
-#   decode  llama-bench decode at depths 65536 and 131072 (-n 32 -r 1): f16, oscar2 both kernels, q8_0 at 65536
+#           f16,oscar2,q8_0,q4_0) (report in $OUT/eqmem/)
+#   decode  llama-bench decode at depths 65536 and 131072 (-n 32 -r 1): f16, oscar2, q8_0 at 65536
 # Usage: scripts/device-eqmem.sh build test perf ncu eqmem decode    (results under $OUT)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,47 +43,39 @@ step_build() {
 }
 
 step_test() {
-    local p c
-    for p in 1 0; do
-        for c in 0 1024 160; do
-            [ $p = 0 ] && [ $c != 0 ] && continue
-            GGML_CUDA_OSCAR2_PAIRS=$p GGML_CUDA_OSCAR2_CHUNK=$c timeout 150 "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p oscar2 \
-                > $LOGS/test-pairs$p-chunk$c.log 2>&1
-            echo "pairs=$p chunk=$c: $(grep -E 'tests passed' $LOGS/test-pairs$p-chunk$c.log | tail -1) $(grep -c FAIL $LOGS/test-pairs$p-chunk$c.log) FAIL"
-            grep FAIL $LOGS/test-pairs$p-chunk$c.log | strip | cut -c1-200 | head -5
-        done
+    local c
+    for c in 0 1024 160; do
+        GGML_CUDA_OSCAR2_CHUNK=$c timeout 150 "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p oscar2 \
+            > $LOGS/test-chunk$c.log 2>&1
+        echo "chunk=$c: $(grep -E 'tests passed' $LOGS/test-chunk$c.log | tail -1) $(grep -c FAIL $LOGS/test-chunk$c.log) FAIL"
+        grep FAIL $LOGS/test-chunk$c.log | strip | cut -c1-200 | head -5
     done
 }
 
 step_perf() {
-    local r p pat
+    local r pat
     for r in 1 2; do
-        for p in 1 0; do
-            pat='(hs=128,nh=8,gqa=4|hsk=128,hsv=128,nh=8,nr23=\[4,1\]),kv=(65536|131072),nb=1,.*oscar2'
-            [ $r = 1 ] && [ $p = 1 ] && pat='(hs=128,nh=8,gqa=4|hsk=128,hsv=128,nh=8,nr23=\[4,1\]),kv=(65536|131072),nb=1,'
-            GGML_CUDA_OSCAR2_PAIRS=$p timeout 90 "$BIN/test-backend-ops" perf -b CUDA0 -o FLASH_ATTN_EXT -p "$pat" 2>&1 \
-                | grep -E "^ *FLASH_ATTN_EXT" | strip | cut -c1-170 | sed "s/^/round $r pairs=$p: /"
-        done
+        pat='(hs=128,nh=8,gqa=4|hsk=128,hsv=128,nh=8,nr23=\[4,1\]),kv=(65536|131072),nb=1,.*oscar2'
+        [ $r = 1 ] && pat='(hs=128,nh=8,gqa=4|hsk=128,hsv=128,nh=8,nr23=\[4,1\]),kv=(65536|131072),nb=1,'
+        timeout 90 "$BIN/test-backend-ops" perf -b CUDA0 -o FLASH_ATTN_EXT -p "$pat" 2>&1 \
+            | grep -E "^ *FLASH_ATTN_EXT" | strip | cut -c1-170 | sed "s/^/round $r: /"
     done
 }
 
 step_ncu() {
-    local p
     command -v ncu > /dev/null || { echo "ncu: not on PATH"; return 0; }
-    for p in 1 0; do
-        GGML_CUDA_OSCAR2_PAIRS=$p timeout 90 ncu --clock-control none -k regex:oscar2_fa_partial -c 2 --csv \
+    timeout 90 ncu --clock-control none -k regex:oscar2_fa_partial -c 2 --csv \
             --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,sm__inst_executed.avg.per_cycle_active,launch__registers_per_thread,sm__warps_active.avg.per_cycle_active \
             "$BIN/test-backend-ops" perf -b CUDA0 -o FLASH_ATTN_EXT -p 'hsk=128,hsv=128,nh=8,nr23=\[4,1\],kv=65536,nb=1,.*type_K=oscar2,type_V=oscar2' \
-            > $LOGS/ncu-pairs$p.csv 2>&1
-        python3 - $LOGS/ncu-pairs$p.csv $p <<'PY'
+            > $LOGS/ncu.csv 2>&1
+    python3 - $LOGS/ncu.csv <<'PY'
 import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10 and r[0].isdigit()]
 for r in rows:
-    print(f"ncu pairs={sys.argv[2]} id {r[0]} {r[4][:40]}: {r[-3]} = {r[-1]} {r[-2]}")
+    print(f"ncu id {r[0]} {r[4][:40]}: {r[-3]} = {r[-1]} {r[-2]}")
 if not rows:
     print("ncu: no rows; " + open(sys.argv[1]).read()[-400:])
 PY
-    done
 }
 
 wait_synth() {
@@ -98,9 +89,7 @@ step_eqmem() {
     local mem
     mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{printf "%.1f", $1/1024}')
     PYTHONPATH=py:build-cuda-src/gguf-py PYTHONUNBUFFERED=1 timeout 330 python3 -m oscar.bench "$SYN" --equal-memory "$EQ_CTX" --kv "$EQ_KV" -n 32 -ngl 99 \
-        --bin-dir "$BIN" --mem-gib "$mem" --out "$RET/eqmem-pairs" --title "oscar2 tiles in pairs" 2>&1 | grep -E "^\||oscar-bench"
-    GGML_CUDA_OSCAR2_PAIRS=0 PYTHONPATH=py:build-cuda-src/gguf-py PYTHONUNBUFFERED=1 timeout 110 python3 -m oscar.bench "$SYN" --equal-memory "$EQ_CTX" --kv oscar2 -n 32 -ngl 99 \
-        --bin-dir "$BIN" --mem-gib "$mem" --out "$RET/eqmem-single" --title "oscar2 one tile at a time (GGML_CUDA_OSCAR2_PAIRS=0)" 2>&1 | grep -E "^\||oscar-bench"
+        --bin-dir "$BIN" --mem-gib "$mem" --out "$RET/eqmem" 2>&1 | grep -E "^\||oscar-bench"
 }
 
 step_decode() {
@@ -111,8 +100,7 @@ step_decode() {
     }
     log "decode tok/s (llama-bench -p 0 -n 32 -r 1 -ub 2048)"
     tg "f16"                  "" "-ctk f16 -ctv f16 -d 65536,131072"
-    tg "oscar2 pairs"         "GGML_CUDA_OSCAR2_PAIRS=1" "-ctk oscar2 -ctv oscar2 -d 65536,131072"
-    tg "oscar2 one at a time" "GGML_CUDA_OSCAR2_PAIRS=0" "-ctk oscar2 -ctv oscar2 -d 65536,131072"
+    tg "oscar2"               "" "-ctk oscar2 -ctv oscar2 -d 65536,131072"
     tg "q8_0"                 "" "-ctk q8_0 -ctv q8_0 -d 65536"
 }
 
