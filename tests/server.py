@@ -2,18 +2,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from oscar import llama_server as ls
+from oscar.llama_server import free_port
 
 
 @contextlib.contextmanager
@@ -38,20 +33,11 @@ def llama_server(bin_dir: Path, model: Path, *args: str, timeout_s: float = 120.
                 time.sleep(0.5)
         yield url
     finally:
-        srv.terminate()
-        try:
-            srv.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            srv.wait()
+        ls.stop(srv)
         if log is not None:
             out.close()
 
 
 def complete(url: str, prompt: str, n_predict: int) -> dict:
-    """One greedy /completion request; the parsed JSON answer."""
-    req = urllib.request.Request(url + "/completion", method="POST", headers={"Content-Type": "application/json"},
-                                 data=json.dumps({"prompt": prompt, "n_predict": n_predict, "temperature": 0,
-                                                  "cache_prompt": False}).encode())
-    with urllib.request.urlopen(req, timeout=300) as r:
-        return json.loads(r.read())
+    """One greedy /completion request without prompt caching; the parsed JSON answer."""
+    return ls.complete(url, prompt, n_predict, cache_prompt=False, timeout_s=300)

@@ -163,10 +163,11 @@ def convert_main(argv: list[str] | None = None) -> int:
                          "at run time: two fewer matrix products per layer and token. Quantize the output afterwards "
                          "(llama-quantize keeps the OSCAR tensors and metadata)")
     ap.add_argument("--kv-bits", type=float, default=None, metavar="B",
-                    help="with --rotations calibrate: the budget of the precision plan, in bits per value over the whole "
-                         "cache at 32k tokens (windows and every layer counted; default 3.0): layers whose cache a "
-                         "sliding window bounds are stored in q8_0, and the growing layers' K or V are raised from "
-                         "oscar2 to q4_0 or q8_0 where calibration measures the largest gain per bit")
+                    help="the budget of the precision plan, in bits per value over the whole cache at 32k tokens "
+                         "(windows and every layer counted; default 3.0 for --rotations calibrate, else the rotation "
+                         "file's own plan): layers whose cache a sliding window bounds are stored in q8_0, and the "
+                         "growing layers' K or V are raised from oscar2 to q4_0 or q8_0 where calibration measured the "
+                         "largest gain per bit (a rotation file keeps those measurements, so its plan is made again)")
     ap.add_argument("--kv-plan", choices=("auto", "off"), default="auto",
                     help="auto: write the precision plan (from the calibration or the rotation file) into the GGUF, "
                          "so that -ctk oscar2 -ctv oscar2 stores each layer as planned (llama.cpp's --kv-plan off "
@@ -217,6 +218,9 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
     if a.calib_tokens < 64 or a.heldout_tokens < 400:
         raise ConvertError("--calib-tokens must be >= 64 and --heldout-tokens >= 400 (the clip search needs "
                            "queries beyond the 64 sink + 256 recent 16-bit tokens)")
+    if a.kv_bits is not None and not 2.0 <= a.kv_bits <= 16.0:
+        raise ConvertError(f"--kv-bits {a.kv_bits}: the budget is in bits per value, between 2 and 16 "
+                           "(oscar2 alone with its windows is about 2.9 at 32k tokens)")
     atomic.remove_stale(out, gguf_io.TEMP_TOOL)  # what a killed run left (its .part file, its work folder)
     with atomic.Cleanup() as cleanup:
         work: list[Path] = []
@@ -276,10 +280,8 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                 from . import paths
                 data = a.calib_data or str(paths.WIKITEXT2_VALID)
                 try:
-                    budget = None if a.kv_plan == "off" else (3.0 if a.kv_bits is None else a.kv_bits)
-                    if budget is not None and not 2.0 <= budget <= 16.0:
-                        raise ConvertError(f"--kv-bits {a.kv_bits}: the budget is in bits per value, between 2 and 16 "
-                                           "(oscar2 alone with its windows is about 2.9 at 32k tokens)")
+                    from . import plan as kvplan
+                    budget = None if a.kv_plan == "off" else (kvplan.DEFAULT_BUDGET if a.kv_bits is None else a.kv_bits)
                     rot, rep = cal.calibrate(src, gguf_path, shape, data, a.calib_tokens, a.heldout_tokens,
                                              a.calib_ctx, a.per_head, progress=not a.quiet, centre=not a.no_centre,
                                              budget=budget, device=a.device)
@@ -309,8 +311,6 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                 rot.save(a.save_rotations)
             if a.kv_bits is not None and a.rotations != "calibrate" and a.kv_plan == "auto":
                 from . import plan as kvplan
-                if not 2.0 <= a.kv_bits <= 16.0:
-                    raise ConvertError(f"--kv-bits {a.kv_bits}: the budget is in bits per value, between 2 and 16")
                 try:
                     new = kvplan.replan(rot.meta.get("plan"), a.kv_bits, rot.meta.get("sink_tokens", 64),
                                         rot.meta.get("recent_tokens", 256))
@@ -330,13 +330,12 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
         finally:
             cleanup.remove_all()  # the work folder (the .part file is gone: renamed, or removed by the writer)
     kind = ("per-head" if rot.per_head else "per-layer") + (", V's folded into the weights" if a.fold_v else "")
-    if rot.mean_k is not None:
-        kind += ", centred"
+    extra = ", centred" if rot.mean_k is not None else ""
     if plan:
         n_o2 = sum(t == "oscar2" for t in plan["type_k"]), sum(t == "oscar2" for t in plan["type_v"])
-        kind += (f", plan: oscar2 for K in {n_o2[0]} and V in {n_o2[1]} of {shape.n_layer} layers, "
-                 f"{plan.get('bits_per_value', float('nan')):.2f} bits/value at 32k")
-    print(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations D={shape.head_dim}, "
+        extra += (f", plan: oscar2 for K in {n_o2[0]} and V in {n_o2[1]} of {shape.n_layer} layers, "
+                  f"{plan.get('bits_per_value', float('nan')):.2f} bits/value at 32k")
+    print(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations D={shape.head_dim}{extra}, "
           f"clip K {rot.clip_k.min():.3f}-{rot.clip_k.max():.3f} V {rot.clip_v.min():.3f}-{rot.clip_v.max():.3f}; "
           f"{how}) in {time.time() - t0:.1f} s", file=sys.stderr)
     return 0

@@ -134,14 +134,21 @@ def count_tokens(model: Path, text: Path) -> int:
     return len(vocab.tokenize(text.read_bytes(), add_bos=True, special=False))
 
 
+def model_file_problem(model: Path) -> str | None:
+    """Why ``model`` cannot be evaluated (missing, not a GGUF), or None."""
+    if not model.is_file():
+        return f"model file {model} does not exist (scripts/fetch-models.sh fetches the bundled models)"
+    with open(model, "rb") as f:
+        if f.read(4) != b"GGUF":
+            return f"{model} is not a GGUF file"
+    return None
+
+
 def check_inputs(a: argparse.Namespace) -> tuple[Path, Path | None, list[pp.KVConfig]]:
     """Every check that can fail before a run starts; EvalError says what and how to fix it."""
     model = Path(a.model)
-    if not model.is_file():
-        raise EvalError(f"model file {model} does not exist (scripts/fetch-models.sh fetches the bundled models)")
-    with open(model, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise EvalError(f"{model} is not a GGUF file")
+    if (problem := model_file_problem(model)) is not None:
+        raise EvalError(problem)
     text = Path(a.text) if a.text else None
     if text is None and not a.passkey:
         raise EvalError("give --text FILE (the evaluation text), or --passkey for the retrieval check only")

@@ -241,13 +241,10 @@ def parser() -> argparse.ArgumentParser:
 def check_inputs(a: argparse.Namespace) -> tuple[Path, list[pp.KVConfig], list[Problem], str]:
     """Every check that can fail before a run starts; returns the model, the configurations
     (f16 first), the problems and the sandbox's description."""
-    from .evaluate import known_kv_types, model_context
+    from .evaluate import known_kv_types, model_context, model_file_problem
     model = Path(a.model)
-    if not model.is_file():
-        raise HumanEvalError(f"model file {model} does not exist (scripts/fetch-models.sh fetches the bundled models)")
-    with open(model, "rb") as f:
-        if f.read(4) != b"GGUF":
-            raise HumanEvalError(f"{model} is not a GGUF file")
+    if (problem := model_file_problem(model)) is not None:
+        raise HumanEvalError(problem)
     try:
         configs = pp.parse_kv_list(a.kv)
     except ValueError as e:

@@ -75,12 +75,17 @@ def serve(model: str | Path, args: list[str], env: dict[str, str] | None = None,
                 time.sleep(0.3)
             yield Server(url, log_path)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a server process, killing it if it has not exited within 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def complete(url: str, prompt: str, n_predict: int, stop: list[str] | None = None, cache_prompt: bool = True,

@@ -67,7 +67,7 @@ import numpy as np
 from . import capture, paths
 from .clip import clip_index
 from .perplexity import split_specs
-from .quant import QK
+from .quant import QK, fake_as
 from .rotation import hadamard
 
 SIM_ATTN = "oscar_sim"
@@ -379,7 +379,6 @@ def quantize_side(x, kind: str, clip: float, method: Method, keys: bool):
         return oscar2_fake(clip_rows(x, clip) if clip < 1.0 else x)
     if kind in ("q8_0", "q4_0"):
         import torch
-        from .quant import fake_as
         return torch.from_numpy(fake_as(x.detach().numpy(), kind))
     if kind == "kivi":
         return kivi_keys(x, method.group) if keys else kivi_values(x, method.group)

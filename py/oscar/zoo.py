@@ -139,15 +139,15 @@ class Rotations:
             head = f.read(9)
         st = path.suffix == ".safetensors" or (len(head) == 9 and head[8:9] == b"{" and head[:2] != b"PK")
         if st:
-            rk, rv, clip_k, clip_v, meta_s = _read_safetensors(path)
+            rk, rv, clip_k, clip_v, meta_s, optional = _read_safetensors(path)
         else:
-            rk, rv, clip_k, clip_v, meta_s = _read_npz(path)
+            rk, rv, clip_k, clip_v, meta_s, optional = _read_npz(path)
         try:
             meta = json.loads(meta_s)
         except ValueError as e:
             raise BadRotationFile(f"rotation file {path}: meta is not JSON ({e}); {FILE_FIX}") from e
         r = Rotations._from_arrays(path, rk, rv, clip_k, clip_v, meta, restore)
-        r.mean_k, r.mean_v = _read_optional(path, st)
+        r.mean_k, r.mean_v = (optional.get(k) for k in OPTIONAL_ARRAYS)
         r.check_means(f"rotation file {path}")
         return r
 
@@ -290,8 +290,9 @@ def _unreadable(path: Path, what: str, e: Exception) -> BadRotationFile:
     return BadRotationFile(f"rotation file {path} is not {what} or is damaged ({reason}); {FILE_FIX}")
 
 
-def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
-    """``(rot_k, rot_v, clip_k, clip_v, meta JSON)`` of an ``.npz`` rotation file (no pickle)."""
+def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, dict]:
+    """``(rot_k, rot_v, clip_k, clip_v, meta JSON, {optional array: data})`` of an ``.npz``
+    rotation file (no pickle)."""
     what = "an OSCAR rotation file (.npz with rot_k, rot_v, clip_k, clip_v, meta)"
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -299,17 +300,19 @@ def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
             if missing:
                 raise KeyError(", ".join(missing))
             arrays = [np.asarray(z[k]) for k in ARRAYS]
+            optional = {k: np.asarray(z[k]) for k in OPTIONAL_ARRAYS if k in z.files}
             meta_raw = z["meta"]
             meta_s = str(meta_raw.item() if meta_raw.shape == () else meta_raw)
     except KeyError as e:
         raise BadRotationFile(f"rotation file {path} is not {what}: it has no {e.args[0]} array; {FILE_FIX}") from e
     except Exception as e:  # zipfile.BadZipFile, EOFError, zlib.error, ValueError, OSError ... from a broken file
         raise _unreadable(path, what, e) from e
-    return (*arrays, meta_s)
+    return (*arrays, meta_s, optional)
 
 
-def _read_safetensors(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
-    """``(rot_k, rot_v, clip_k, clip_v, meta JSON)`` of a safetensors rotation file."""
+def _read_safetensors(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str, dict]:
+    """``(rot_k, rot_v, clip_k, clip_v, meta JSON, {optional array: data})`` of a safetensors
+    rotation file."""
     what = f"an OSCAR rotation file (safetensors with {', '.join(ARRAYS)} and the header key {ST_META_KEY})"
     try:
         from safetensors import safe_open
@@ -322,11 +325,12 @@ def _read_safetensors(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
             if ST_META_KEY not in header:
                 raise KeyError(f"{ST_META_KEY} header key")
             arrays = [np.asarray(f.get_tensor(k)) for k in ARRAYS]
+            optional = {k: np.asarray(f.get_tensor(k)) for k in OPTIONAL_ARRAYS if k in names}
     except KeyError as e:
         raise BadRotationFile(f"rotation file {path} is not {what}: it has no {e.args[0]}; {FILE_FIX}") from e
     except Exception as e:  # safetensors' SafetensorError, OSError ... from a broken file
         raise _unreadable(path, what, e) from e
-    return (*arrays, header[ST_META_KEY])
+    return (*arrays, header[ST_META_KEY], optional)
 
 
 def zoo_dirs() -> list[Path]:
@@ -562,14 +566,3 @@ def push_folder(out: str | Path, repo: str = "OWNER/REPO", names: list[str] | No
         os.replace(tmp, out)
         cleanup.discard(tmp)
     return sorted(out.iterdir())
-
-
-def _read_optional(path: Path, st: bool) -> tuple[np.ndarray | None, ...]:
-    """The :data:`OPTIONAL_ARRAYS` of a rotation file (None where absent)."""
-    if st:
-        from safetensors import safe_open
-        with safe_open(str(path), framework="np") as f:
-            names = set(f.keys())
-            return tuple(np.asarray(f.get_tensor(k)) if k in names else None for k in OPTIONAL_ARRAYS)
-    with np.load(path, allow_pickle=False) as z:
-        return tuple(np.asarray(z[k]) if k in z.files else None for k in OPTIONAL_ARRAYS)
