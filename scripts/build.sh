@@ -30,7 +30,9 @@ else
     scripts/build-ui.sh "$BUILD"
 fi
 
-cmake_args=(-DCMAKE_BUILD_TYPE=Release "-DLLAMA_BUILD_UI=$ui")
+# GGML_RPC: the RPC backend (ggml-rpc-server, and --rpc HOST:PORT,... in every tool), llama.cpp's way
+# of spreading a model over several machines
+cmake_args=(-DCMAKE_BUILD_TYPE=Release "-DLLAMA_BUILD_UI=$ui" -DGGML_RPC=ON)
 [ "${CUDA:-0}" = 1 ] && cmake_args+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-75;80;86;89;90}" -DLLAMA_BUILD_TESTS=ON)
 # upstream's AMX matrix products (chosen by -march=native on Sapphire Rapids and later) die with
 # SIGILL on the Firecracker VMs we build and test on (a tilezero in a worker thread, after its tile
@@ -43,11 +45,11 @@ cmake_args+=("-DCMAKE_C_FLAGS=$cflags" "-DCMAKE_CXX_FLAGS=$cflags")
 [ -n "${CMAKE_EXTRA:-}" ] && cmake_args+=(${CMAKE_EXTRA})
 # configure a new build directory, and again when the AMX choice changed (an older build/)
 if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -qx "CMAKE_C_FLAGS:STRING=$cflags" "$BUILD/CMakeCache.txt" \
-   || ! grep -qx "LLAMA_BUILD_UI:BOOL=$ui" "$BUILD/CMakeCache.txt"; then
+   || ! grep -qx "LLAMA_BUILD_UI:BOOL=$ui" "$BUILD/CMakeCache.txt" || ! grep -qx "GGML_RPC:BOOL=ON" "$BUILD/CMakeCache.txt"; then
     cmake -S . -B "$BUILD" "${cmake_args[@]}" >"$BUILD.configure.log" 2>&1 \
         || { tail -30 "$BUILD.configure.log" >&2; echo "build: error: cmake configure failed (log: $BUILD.configure.log)" >&2; exit 1; }
 fi
-targets=(llama llama-server llama-cli llama-completion llama-perplexity llama-bench llama-batched-bench llama-quantize test-oscar2 test-oscar-clip)
+targets=(llama llama-server llama-cli llama-completion llama-perplexity llama-bench llama-batched-bench llama-quantize ggml-rpc-server test-oscar2 test-oscar-clip)
 [ "${CUDA:-0}" = 1 ] && targets+=(test-backend-ops)
 echo "build: compiling ${targets[*]} with $JOBS jobs"
 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
