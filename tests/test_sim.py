@@ -302,8 +302,9 @@ def test_oscar_codes_in_model_bit_equal_and_tiers_against_float64_loop(sm, calib
 def test_oscar_perplexity_agrees_with_llama_cpp(sm, bin_dir, wiki_slice, oscar_gguf, calib):
     """Simulated OSCAR (calibrated zoo rotations, searched clips, windows 16/64, ctx 512 so
     that most reads are 2-bit) against llama-perplexity -ctk oscar2 -ctv oscar2 on the
-    converted model: same chunks, within 2 %. The f16 baselines are compared too (llama.cpp
-    runs the Q4_1 weights with 8-bit activations, PyTorch the dequantised weights in float32)."""
+    converted model: same chunks, the f16 baselines within 2 % (llama.cpp runs the Q4_1 weights
+    with 8-bit activations, PyTorch the dequantised weights in float32) and the 2-bit cache's
+    perplexity cost (oscar2 over f16) within 2 %."""
     toks = sim.tokenize(sm.gguf, wiki_slice.read_text(errors="replace"))
     ids = sim.chunks(toks, 512, 2)
     # the precision plan is left out here (plan=0, --kv-plan off): with it the two differ by 4 %
@@ -316,6 +317,11 @@ def test_oscar_perplexity_agrees_with_llama_cpp(sm, bin_dir, wiki_slice, oscar_g
     assert set(rows) == {"f16", o}
     assert rows[o]["llama"]["gguf"] == oscar_gguf.name and "--kv-plan off" in rows[o]["llama"]["args"]
     assert abs(rows["f16"]["rel_diff"]) < 0.02, rows["f16"]
-    assert abs(rows[o]["rel_diff"]) < 0.02, rows[o]
+    # the cost of the 2-bit cache, oscar2's perplexity over f16's, agrees within 2 %: the ratio
+    # cancels what separates the two f16 runs (here about 1.4 %: Q4_1 weights with 8-bit
+    # activations against float32), which otherwise adds to the quantised runs' difference
+    cost_llama = rows[o]["llama"]["ppl"] / rows["f16"]["llama"]["ppl"]
+    cost_sim = rows[o]["sim"] / rows["f16"]["sim"]
+    assert abs(cost_sim / cost_llama - 1) < 0.02, (rows["f16"], rows[o])
     # and the 2-bit cache really costs something here (the check is not between two f16 runs)
     assert res[o]["kld"] > 20 * max(res["f16"]["kld"], 1e-6)

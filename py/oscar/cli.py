@@ -165,8 +165,8 @@ def convert_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kv-bits", type=float, default=None, metavar="B",
                     help="the budget of the precision plan, in bits per value over the whole cache at 32k tokens "
                          "(windows and every layer counted; default 3.0 for --rotations calibrate, else the rotation "
-                         "file's own plan): layers whose cache a sliding window bounds are stored in q8_0, and the "
-                         "growing layers' K or V are raised from oscar2 to q4_0 or q8_0 where calibration measured the "
+                         "file's own plan): layers whose cache a sliding window bounds are stored in q8_0 (q4_0 where the "
+                         "budget needs it), and the growing layers' K or V are raised from oscar2 to q4_0 or q8_0 where calibration measured the "
                          "largest gain per bit (a rotation file keeps those measurements, so its plan is made again)")
     ap.add_argument("--kv-plan", choices=("auto", "off"), default="auto",
                     help="auto: write the precision plan (from the calibration or the rotation file) into the GGUF, "
@@ -335,6 +335,10 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
         n_o2 = sum(t == "oscar2" for t in plan["type_k"]), sum(t == "oscar2" for t in plan["type_v"])
         extra += (f", plan: oscar2 for K in {n_o2[0]} and V in {n_o2[1]} of {shape.n_layer} layers, "
                   f"{plan.get('bits_per_value', float('nan')):.2f} bits/value at 32k")
+        if plan.get("bits_per_value", 0) > plan.get("budget_bits", float("inf")) + 1e-9:
+            print(f"oscar-convert: warning: the plan needs {plan['bits_per_value']:.2f} bits/value at 32k, over its "
+                  f"budget of {plan['budget_bits']:g}: every growing layer is oscar2 and every sliding layer q4_0 "
+                  "already; a larger --kv-bits states what the cache costs", file=sys.stderr)
     print(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations D={shape.head_dim}{extra}, "
           f"clip K {rot.clip_k.min():.3f}-{rot.clip_k.max():.3f} V {rot.clip_v.min():.3f}-{rot.clip_v.max():.3f}; "
           f"{how}) in {time.time() - t0:.1f} s", file=sys.stderr)

@@ -9,7 +9,11 @@ window (iSWA) are stored in ``q8_0`` (2-bit saves almost nothing there, the wind
 more than it saves); the growing layers start in ``oscar2`` and are raised one step at a time
 (oscar2 -> q4_0 -> q8_0, K or V of one layer) where the measured attention-output error falls
 most per bit spent, while the whole cache stays within ``budget`` bits per value at ``ctx``
-tokens (16-bit window pools and every layer counted, :func:`bits_per_value`).
+tokens (16-bit window pools and every layer counted, :func:`bits_per_value`). When that
+starting point is already over the budget (an iSWA model whose sliding layers hold much of the
+cache at 32k), sliding sides are first lowered to ``q4_0`` where the error grows least per bit
+saved, until the budget is met or every sliding side is ``q4_0``: the plan then says by its
+``bits`` that the budget could not be met.
 """
 from __future__ import annotations
 
@@ -19,8 +23,10 @@ from . import kvmem
 
 #: raising order of a side's type
 LADDER = ("oscar2", "q4_0", "q8_0")
-#: the type of a layer whose cache a sliding window bounds
+#: the type of a layer whose cache a sliding window bounds, and the lowest it is taken to when
+#: the budget needs it (oscar2 would cost more: its window pool is nearly the whole window)
 SLIDING_TYPE = "q8_0"
+SLIDING_LOWEST = "q4_0"
 #: the context a plan's budget is counted at, and the default budget
 BUDGET_CTX = 32768
 DEFAULT_BUDGET = 3.0
@@ -85,7 +91,8 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
     """Greedy plan under ``budget`` bits per value at :data:`BUDGET_CTX`.
 
     errors[l][(type_k, type_v)]: layer l's relative attention-output error with those types
-    (every pair of :data:`LADDER` types; sliding layers may have only ``(q8_0, q8_0)``)."""
+    (every pair of :data:`LADDER` types; a sliding layer needs its q8_0/q4_0 pairs only when
+    the budget makes the plan lower it)."""
     if len(errors) != len(layers):
         raise ValueError(f"{len(errors)} error tables for {len(layers)} layers")
     tk = [SLIDING_TYPE if lay.sliding_window is not None else "oscar2" for lay in layers]
@@ -94,8 +101,28 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
     def err(i: int) -> float:
         return errors[i][(tk[i], tv[i])]
 
-    base = sum(err(i) for i in range(len(layers)))
     cost = bits_per_value(layers, tk, tv, sink=sink, recent=recent)
+    while cost > budget:  # over budget from the start: lower sliding sides, least harm per bit first
+        best = None
+        for i, lay in enumerate(layers):
+            if lay.sliding_window is None:
+                continue
+            for cur in (tk, tv):
+                if cur[i] == SLIDING_LOWEST:
+                    continue
+                old, before = cur[i], err(i)
+                cur[i] = SLIDING_LOWEST
+                saved = cost - bits_per_value(layers, tk, tv, sink=sink, recent=recent)
+                harm = err(i) - before
+                cur[i] = old
+                if saved > 0 and (best is None or harm / saved < best[0]):
+                    best = (harm / saved, i, cur)
+        if best is None:
+            break
+        _, i, cur = best
+        cur[i] = SLIDING_LOWEST
+        cost = bits_per_value(layers, tk, tv, sink=sink, recent=recent)
+    base = sum(err(i) for i in range(len(layers)))
     while True:
         best = None
         for i, lay in enumerate(layers):
