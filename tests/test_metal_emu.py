@@ -10,9 +10,10 @@
    races gives the same bytes under all of them.
 3. OSCAR's oscar2 kernels (the fork's kernels/oscar2.h, fa_vec_oscar2.metal, oscar2.metal; or the
    folder OSCAR_METAL_SRC names): they type-check, their cache write gives the bytes of the numpy
-   twin (py/oscar/quant.py, the clip of py/oscar/clip.py), their flash attention over oscar2/f16/
-   q8_0 K/V and the 16-bit windows matches a float64 two-tier reference on test-backend-ops'
-   oscar2 cases, and a mutant of them (a flipped sign, an off-by-one clip rank) fails.
+   twin (py/oscar/quant.py, the clip of py/oscar/clip.py), their flash attention over oscar2 K/V
+   (beside oscar2, f16, q8_0 or q4_0 on the other side) and the 16-bit windows matches a float64
+   two-tier reference on test-backend-ops' oscar2 cases, and a mutant of them (a flipped sign, an
+   off-by-one clip rank) fails.
 """
 from __future__ import annotations
 
@@ -253,7 +254,7 @@ def test_upstream_fa_vec_same_bytes_under_every_schedule(fa_vec_exe: Path, tmp_p
 # ---------------------------------------------------------------------------------------------
 # 3. OSCAR's oscar2 kernels (kernels/oscar2.h, fa_vec_oscar2.metal, oscar2.metal in the fork):
 #    the 2-bit cache write with the calibrated clip and flash attention over oscar2 K/V (mixed
-#    with f16 and q8_0) and the 16-bit windows, on the cases of test-backend-ops -p oscar2,
+#    with f16, q8_0 and q4_0, the types of a precision plan) and the 16-bit windows, on the cases of test-backend-ops -p oscar2,
 #    against an independent reference: the numpy twin of the format (py/oscar/quant.py), the clip
 #    of py/oscar/clip.py and a float64 attention over the dequantised cache and the windows.
 #
@@ -269,10 +270,11 @@ from oscar import quant as oscar_quant  # noqa: E402
 OSCAR2_KERNELS = Path(os.environ.get("OSCAR_METAL_SRC", str(KERNELS)))
 OSCAR2_FILES = ["fa_vec_oscar2.metal", "oscar2.metal"]
 # the kernel variants the emulator build instantiates (launchers/oscar2.cpp, OSCAR2_EMU_VARIANTS):
-# a build of all 30 takes minutes on two cores
+# a build of all 42 takes minutes on two cores
 OSCAR2_VARIANTS = [("oscar2", "oscar2", 64, 1), ("oscar2", "oscar2", 128, 1), ("oscar2", "oscar2", 256, 1),
                    ("oscar2", "oscar2", 128, 4), ("oscar2", "f16", 128, 1), ("f16", "oscar2", 64, 1),
-                   ("oscar2", "q8_0", 256, 1), ("q8_0", "oscar2", 128, 1)]
+                   ("oscar2", "q8_0", 256, 1), ("q8_0", "oscar2", 128, 1), ("oscar2", "q4_0", 64, 1),
+                   ("q4_0", "oscar2", 128, 1), ("q4_0", "oscar2", 256, 4)]
 
 
 @pytest.fixture(scope="module")
@@ -468,7 +470,7 @@ def test_oscar2_sources_type_check(have_oscar2_sources) -> None:
     k = have_oscar2_sources
     r = mslcc("check", str(k), *[str(k / f) for f in OSCAR2_FILES])
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "ok   fa_vec_oscar2.metal: 30 kernel instantiations" in r.stdout
+    assert "ok   fa_vec_oscar2.metal: 42 kernel instantiations" in r.stdout
     assert "ok   oscar2.metal: 2 kernel instantiations" in r.stdout
 
 
@@ -571,6 +573,11 @@ FA_CASES = [
     ("f16",    "oscar2", 64, 4, 8, 2, 256, 1, {"perm": True}),
     ("oscar2", "q8_0",  256, 1, 8, 2, 256, 1, {}),
     ("q8_0",   "oscar2", 128, 4, 8, 2, 256, 1, {}),
+    # q4_0 beside oscar2: the layers a precision plan stores in q4_0 on one side
+    ("oscar2", "q4_0",   64, 4, 8, 2, 256, 1, {}),
+    ("q4_0",   "oscar2", 128, 4, 8, 2, 256, 1, {}),
+    ("q4_0",   "oscar2", 128, 1, 4, 2, 1024, 1, {"nwg": 32, "nsg": 2}),    # decode, split over workgroups
+    ("q4_0",   "oscar2", 256, 9, 4, 1, 256, 1, {"q": 4, "perm": True}),     # prompt batch, permuted views
     # test_flash_attn_ext_windows: 8 sinks + 64 recent, pool values unrelated to K/V
     ("oscar2", "oscar2",  64, 1, 2, 2, 700, 1, {"win": True}),
     ("oscar2", "oscar2",  64, 8, 6, 2, 700, 1, {"win": True}),             # GQA 3
@@ -581,6 +588,8 @@ FA_CASES = [
     ("oscar2", "oscar2", 256, 3, 4, 2, 700, 1, {"win": True, "nsg": 2, "nwg": 32}),
     ("oscar2", "oscar2", 128, 3, 8, 2, 700, 1, {"win": True, "vhot": False, "n_sink": 0, "n_recent": 32}),  # K window only
     ("q8_0",   "oscar2", 128, 3, 8, 2, 700, 1, {"win": True, "khot": False, "n_sink": 4, "n_recent": 0}),  # V sinks only
+    ("q4_0",   "oscar2", 128, 3, 8, 2, 700, 1, {"win": True, "khot": False}),  # a plan's q4_0 K layer: V windows only
+    ("oscar2", "q4_0",    64, 3, 8, 2, 700, 1, {"win": True, "vhot": False}),  # and its mirror: K windows only
 ]
 
 RUN_OPTS = ("q", "nsg", "nwg", "perm")

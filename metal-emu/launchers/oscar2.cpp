@@ -72,6 +72,7 @@ void spit(const std::string & path, const void * p, size_t n) {
 size_t row_bytes(const std::string & t, int d) {
     if (t == "f16")    return 2*d;
     if (t == "q8_0")   return d/32*sizeof(block_q8_0);
+    if (t == "q4_0")   return d/32*sizeof(block_q4_0);
     if (t == "oscar2") return d/64*sizeof(block_oscar2);
     std::fprintf(stderr, "oscar2: unknown type %s\n", t.c_str());
     std::exit(2);
@@ -86,17 +87,19 @@ struct variant { const char * k; const char * v; int d; int q; fa_kernel_t fn; }
 #define KV_oscar2 block_oscar2, 16, dequantize_oscar2_t4
 #define KV_f16    half4, 1, dequantize_f16_t4
 #define KV_q8_0   block_q8_0, 8, dequantize_q8_0_t4
+#define KV_q4_0   block_q4_0, 8, dequantize_q4_0_oscar2_t4
 #define VAR(KT, VT, D, NE, Q) {#KT, #VT, D, Q, kernel_flash_attn_ext_vec_oscar2<KV_##KT, KV_##VT, D, D, NE, Q>}
 #define VARS(KT, VT) VAR(KT, VT, 64, 2, 1), VAR(KT, VT, 64, 2, 4), VAR(KT, VT, 128, 1, 1), VAR(KT, VT, 128, 1, 4), \
                      VAR(KT, VT, 256, 1, 1), VAR(KT, VT, 256, 1, 4)
 
 // -DOSCAR2_EMU_VARIANTS="VAR(oscar2,oscar2,128,1,1),..." builds a subset (each variant costs seconds
-// of compile time); without it, all 30 instantiations of fa_vec_oscar2.metal
+// of compile time); without it, all 42 instantiations of fa_vec_oscar2.metal
 const variant VARIANTS[] = {
 #ifdef OSCAR2_EMU_VARIANTS
     OSCAR2_EMU_VARIANTS
 #else
     VARS(oscar2, oscar2), VARS(oscar2, f16), VARS(f16, oscar2), VARS(oscar2, q8_0), VARS(q8_0, oscar2),
+    VARS(oscar2, q4_0), VARS(q4_0, oscar2),
 #endif
 };
 
