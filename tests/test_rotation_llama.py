@@ -532,3 +532,23 @@ def test_gemma3_rotations_used_in_both_caches(variant, gemma3_f16, wiki_slice):
     res = pp.run(g["models"][variant], wiki_slice, F16_ROTATED_UNCHECKED, ctx=GEMMA_CTX, chunks=1,
                  kld_base=g["base"])
     assert res.kld_mean > 1e-2, res.kld_mean
+
+
+@slow
+def test_gemma3_plan_out_of_oscar2_in_sliding_layers_is_reported(gemma3, tmp_path, wiki_slice):
+    """A plan that keeps Gemma-3's 15 sliding-window layers in q4_0 and its 3 global layers in
+    oscar2 (what the zoo's plan stores): the start-up line describes both caches of the iSWA
+    model, the sliding one by its types and memory (15 layers, 256 values per cell and side,
+    q4_0's 18 bytes per 32 values, a whole number of streams)."""
+    glob = [i for i in range(18) if i % 6 == 5]
+    types = ["oscar2" if i in glob else "q4_0" for i in range(18)]
+    model = write_converted(gemma3, tmp_path / "planned.gguf", plan=(types, types))
+    res = pp.run(model, wiki_slice, pp.KVConfig("oscar2", "oscar2"), ctx=GEMMA_CTX, chunks=1, extra=VERBOSE)
+    line = next(ln for ln in res.log.splitlines() if "[full-attention layers]" in ln)
+    assert "[full-attention layers] oscar: K and V in oscar2" in line, line
+    m = re.search(r"\[sliding-window layers\] K in q4_0, V in q4_0 \(15 layers, no oscar2\): ([0-9.]+) MiB at (\d+) cells",
+                  line)
+    assert m, line
+    per_stream = 15 * 2 * int(m.group(2)) * 256 * 18 / 32
+    streams = float(m.group(1)) * 2**20 / per_stream
+    assert streams >= 1 and abs(streams - round(streams)) < 0.01, (streams, line)
