@@ -34,7 +34,8 @@
 # DEPTHS, TYPES, REPS, WEIGHTS (q8_0 or q4_0), SYNTH for bench; SYNTH_OSCAR=1 gives the synthetic
 # model random OSCAR rotations and clip ratios (the path of a converted model; without them
 # oscar2 takes upstream's Hadamard rotation), SYNTH_OSCAR=2 the same with the V rotation folded
-# into the weights (oscar-convert --fold-v); PPL_MODEL, PPL_TEXT, PPL_TYPES; CUDA_BUILD_DIR
+# into the weights (oscar-convert --fold-v), SYNTH_OSCAR=3 random rotations with centring means and a
+# precision plan of the zoo's shape (K in q4_0 in layers 14, 19, 23, 30 of 36: the calibrated default); PPL_MODEL, PPL_TEXT, PPL_TYPES; CUDA_BUILD_DIR
 # (default build-cuda/), so that two builds (say, two kernels' BIN_TAR) can be timed in one call.
 set -uo pipefail
 
@@ -50,7 +51,9 @@ DEPTHS=${DEPTHS:-0,16384,65536,131072}
 TYPES=${TYPES:-f16 q8_0 q4_0 oscar2}
 WEIGHTS=${WEIGHTS:-q8_0}
 SYNTH_OSCAR=${SYNTH_OSCAR:-0}
-if [ "$SYNTH_OSCAR" = 2 ]; then
+if [ "$SYNTH_OSCAR" = 3 ]; then
+    SYNTH=${SYNTH:-/tmp/qwen3-8b-geometry-$WEIGHTS-oscar-plan.gguf}
+elif [ "$SYNTH_OSCAR" = 2 ]; then
     SYNTH=${SYNTH:-/tmp/qwen3-8b-geometry-$WEIGHTS-oscar-foldv.gguf}
 elif [ "$SYNTH_OSCAR" = 1 ]; then
     SYNTH=${SYNTH:-/tmp/qwen3-8b-geometry-$WEIGHTS-oscar.gguf}
@@ -168,6 +171,7 @@ step_synth() {
     local extra=()
     [ "$SYNTH_OSCAR" = 1 ] && extra=(--oscar)
     [ "$SYNTH_OSCAR" = 2 ] && extra=(--oscar --fold-v)
+    [ "$SYNTH_OSCAR" = 3 ] && extra=(--oscar --centre --k-q4_0-layers 14,19,23,30)
     log "synth: writing a Qwen3-8B-geometry model with random $WEIGHTS weights ${extra[*]}"
     PYTHONPATH=$SRC/gguf-py:$ROOT/py python3 -m oscar.synthetic qwen3-8b -o "$SYNTH" --weights "$WEIGHTS" "${extra[@]}"
 }

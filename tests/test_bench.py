@@ -295,6 +295,47 @@ def test_synth_fold_v(tmp_path, capsys):
     assert "--fold-v needs --oscar" in capsys.readouterr().err
 
 
+def test_synth_centre_and_plan(tmp_path, capfd):
+    """--centre and --k-q4_0-layers write what a calibrated conversion with a plan carries: a
+    finite (Hkv, D) mean per layer and side, which llama.cpp applies to an oscar2 cache only
+    (f16 logits equal those of the same model without means, oscar2 logits do not), and
+    per-layer cache types that it applies under -ctk oscar2 -ctv oscar2 (its start-up line
+    counts the q4_0 K layer); a layer outside the model, or either option without --oscar,
+    is refused and writes nothing."""
+    import gguf
+    from oscar import gguf_io
+    base, centred, out = tmp_path / "base.gguf", tmp_path / "centred.gguf", tmp_path / "plan.gguf"
+    common = ["tiny-hd64", "--weights", "f32", "--ctx", "512", "--oscar"]
+    assert synthetic.main(common + ["-o", str(base)]) == 0
+    assert synthetic.main(common + ["--centre", "-o", str(centred)]) == 0
+    assert synthetic.main(common + ["--centre", "--k-q4_0-layers", "1", "-o", str(out)]) == 0
+    r = gguf.GGUFReader(str(out))
+    tensors = {t.name: t for t in r.tensors}
+    for il in range(2):
+        for fmt in (gguf_io.MEAN_K, gguf_io.MEAN_V):
+            m = np.asarray(tensors[fmt.format(il)].data)
+            assert m.size == 64 and np.isfinite(m).all() and np.abs(m).max() > 0
+    field = r.fields["oscar.cache_type_k"]
+    assert [str(bytes(field.parts[i]), "utf-8") for i in field.data] == ["oscar2", "q4_0"]
+    logits = {}
+    for name, path in (("base", base), ("centred", centred)):
+        for kv in ("f16", "oscar2"):
+            llm = oscar.load(path, kv=kv, n_ctx=256, kv_sink=0, kv_recent=0, logits_all=True)
+            llm.eval(llm.tokenize(b"the quick brown fox jumps over the lazy dog"))
+            logits[name, kv] = np.array(llm.scores[: llm.n_tokens])
+            del llm
+    capfd.readouterr()
+    llm = oscar.load(out, kv="oscar2", n_ctx=256, kv_sink=0, kv_recent=0, verbose=True)
+    err = capfd.readouterr().err
+    assert "K q4_0 in 1 of 2 layers" in err, err[-2000:]
+    del llm
+    assert np.array_equal(logits["base", "f16"], logits["centred", "f16"])
+    assert not np.allclose(logits["base", "oscar2"], logits["centred", "oscar2"])
+    assert synthetic.main(["tiny-hd64", "--oscar", "--k-q4_0-layers", "2", "-o", str(tmp_path / "x.gguf")]) == 1
+    assert synthetic.main(["tiny-hd64", "--centre", "-o", str(tmp_path / "y.gguf")]) == 1
+    assert not (tmp_path / "x.gguf").exists() and not (tmp_path / "y.gguf").exists()
+
+
 # ----------------------------------------------------------------------------- equal memory
 
 from oscar import equalmem  # noqa: E402

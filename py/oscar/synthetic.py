@@ -60,7 +60,7 @@ def random_rotations(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0, oscar: bool = False,
-          fold_v: bool = False) -> Path:
+          fold_v: bool = False, centre: bool = False, k_q4_0_layers: tuple[int, ...] = ()) -> Path:
     """Write a llama-architecture GGUF with geometry ``g`` and random weights.
 
     weight_type: ``f32``, ``f16``, ``q8_0`` or ``q4_0`` for the matrices (quantised with
@@ -74,9 +74,20 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     fold_v (with oscar): the model of ``oscar-convert --fold-v``: no V rotation tensors and
     ``oscar.v_rotation_folded`` set. The random attn_v/attn_output matrices stand for the
     folded ones (a random Gaussian matrix times a rotation is a random Gaussian matrix).
+    centre (with oscar): random centring means per layer, ``blk.N.attn_k_oscar_mean`` and
+    (unless fold_v) ``blk.N.attn_v_oscar_mean``, numpy ``(Hkv, D)``, as a calibrated conversion
+    carries them.
+    k_q4_0_layers (with oscar): a precision plan, ``oscar.cache_type_k`` naming q4_0 for these
+    layers and oscar2 for the others (V oscar2 everywhere), the shape of the zoo's plans at
+    3.0 bits per value.
     """
     if fold_v and not oscar:
         raise ValueError("fold_v needs oscar (a folded V rotation is part of a converted model)")
+    if (centre or k_q4_0_layers) and not oscar:
+        raise ValueError("centre and k_q4_0_layers need oscar (they are part of a converted model)")
+    bad = [il for il in k_q4_0_layers if not 0 <= il < g.n_layer]
+    if bad:
+        raise ValueError(f"k_q4_0_layers names layer {bad[0]}; the model has layers 0..{g.n_layer - 1}")
     import gguf
 
     path = Path(path)
@@ -105,7 +116,7 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     if oscar:
-        from .gguf_io import OSCAR_VERSION, ROT_K, ROT_V
+        from .gguf_io import MEAN_K, MEAN_V, OSCAR_VERSION, ROT_K, ROT_V
         w.add_uint32("oscar.version", OSCAR_VERSION)
         w.add_array("oscar.clip_k", [SYNTH_CLIP] * g.n_layer)
         w.add_array("oscar.clip_v", [SYNTH_CLIP] * g.n_layer)
@@ -117,6 +128,11 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
         if fold_v:
             w.add_bool("oscar.v_rotation_folded", True)
         rots = random_rotations(2 * g.n_layer, g.head_dim, np.random.default_rng(seed + 1))
+        if k_q4_0_layers:
+            w.add_array("oscar.cache_type_k", ["q4_0" if il in k_q4_0_layers else "oscar2" for il in range(g.n_layer)])
+            w.add_array("oscar.cache_type_v", ["oscar2"] * g.n_layer)
+        means = (np.random.default_rng(seed + 2).standard_normal((2 * g.n_layer, g.n_head_kv, g.head_dim))
+                 .astype(np.float32) * 0.5 if centre else None)
 
     qtype = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
              "q8_0": gguf.GGMLQuantizationType.Q8_0, "q4_0": gguf.GGMLQuantizationType.Q4_0}[weight_type]
@@ -154,6 +170,10 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
             w.add_tensor(ROT_K.format(il), rots[2 * il])
             if not fold_v:
                 w.add_tensor(ROT_V.format(il), rots[2 * il + 1])
+            if means is not None:
+                w.add_tensor(MEAN_K.format(il), means[2 * il])
+                if not fold_v:
+                    w.add_tensor(MEAN_V.format(il), means[2 * il + 1])
     w.write_header_to_file()
     w.write_kv_data_to_file()
     import importlib.util
@@ -185,9 +205,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fold-v", action="store_true",
                     help="with --oscar: the V rotation folded into the weights, as oscar-convert --fold-v writes it "
                          "(no V rotation at run time)")
+    ap.add_argument("--centre", action="store_true",
+                    help="with --oscar: also random centring means per layer and KV head, as a calibrated conversion carries")
+    ap.add_argument("--k-q4_0-layers", metavar="L,L,...", default="",
+                    help="with --oscar: a precision plan storing these layers' K in q4_0 (every other K and V in oscar2), "
+                         "as the zoo's plans do at 3.0 bits per value; e.g. 0,1,35")
     a = ap.parse_args(argv)
     if a.fold_v and not a.oscar:
         print("oscar-synth: error: --fold-v needs --oscar (a folded V rotation belongs to a converted model)", file=sys.stderr)
+        return 1
+    if (a.centre or a.k_q4_0_layers) and not a.oscar:
+        print("oscar-synth: error: --centre and --k-q4_0-layers need --oscar (they belong to a converted model)", file=sys.stderr)
+        return 1
+    try:
+        k_q4 = tuple(sorted({int(x) for x in a.k_q4_0_layers.split(",") if x.strip()}))
+    except ValueError:
+        print(f"oscar-synth: error: --k-q4_0-layers takes layer numbers separated by commas, got '{a.k_q4_0_layers}'",
+              file=sys.stderr)
+        return 1
+    g0 = GEOMETRIES[a.geometry]
+    bad = [il for il in k_q4 if not 0 <= il < g0.n_layer]
+    if bad:
+        print(f"oscar-synth: error: --k-q4_0-layers names layer {bad[0]}; {a.geometry} has layers 0..{g0.n_layer - 1}",
+              file=sys.stderr)
         return 1
     out = Path(a.output)
     if out.exists():
@@ -204,12 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         g = replace(g, n_ctx=a.ctx)
     t0 = time.time()
     try:
-        write(out, g, a.weights, a.seed, oscar=a.oscar, fold_v=a.fold_v)
+        write(out, g, a.weights, a.seed, oscar=a.oscar, fold_v=a.fold_v, centre=a.centre, k_q4_0_layers=k_q4)
     except BaseException:
         out.unlink(missing_ok=True)  # never leave a truncated model behind
         raise
     print(f"oscar-synth: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
-          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
+          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}{', centred' if a.centre else ''}{f', K q4_0 in layers {a.k_q4_0_layers}' if k_q4 else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
           f"in {time.time() - t0:.1f} s", file=sys.stderr)
     return 0
 
