@@ -84,10 +84,10 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     if fold_v and not oscar:
         raise ValueError("fold_v needs oscar (a folded V rotation is part of a converted model)")
     if (centre or k_q4_0_layers) and not oscar:
-        raise ValueError("centre and k_q4_0_layers need oscar (they are part of a converted model)")
+        raise ValueError("--centre and --k-q4_0-layers need --oscar (they belong to a converted model)")
     bad = [il for il in k_q4_0_layers if not 0 <= il < g.n_layer]
     if bad:
-        raise ValueError(f"k_q4_0_layers names layer {bad[0]}; the model has layers 0..{g.n_layer - 1}")
+        raise ValueError(f"--k-q4_0-layers names layer {bad[0]}; the model has layers 0..{g.n_layer - 1}")
     import gguf
 
     path = Path(path)
@@ -214,19 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.fold_v and not a.oscar:
         print("oscar-synth: error: --fold-v needs --oscar (a folded V rotation belongs to a converted model)", file=sys.stderr)
         return 1
-    if (a.centre or a.k_q4_0_layers) and not a.oscar:
-        print("oscar-synth: error: --centre and --k-q4_0-layers need --oscar (they belong to a converted model)", file=sys.stderr)
-        return 1
     try:
         k_q4 = tuple(sorted({int(x) for x in a.k_q4_0_layers.split(",") if x.strip()}))
     except ValueError:
         print(f"oscar-synth: error: --k-q4_0-layers takes layer numbers separated by commas, got '{a.k_q4_0_layers}'",
-              file=sys.stderr)
-        return 1
-    g0 = GEOMETRIES[a.geometry]
-    bad = [il for il in k_q4 if not 0 <= il < g0.n_layer]
-    if bad:
-        print(f"oscar-synth: error: --k-q4_0-layers names layer {bad[0]}; {a.geometry} has layers 0..{g0.n_layer - 1}",
               file=sys.stderr)
         return 1
     out = Path(a.output)
@@ -245,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     try:
         write(out, g, a.weights, a.seed, oscar=a.oscar, fold_v=a.fold_v, centre=a.centre, k_q4_0_layers=k_q4)
+    except ValueError as e:  # options that do not fit the geometry, refused before anything is written
+        out.unlink(missing_ok=True)
+        print(f"oscar-synth: error: {e}", file=sys.stderr)
+        return 1
     except BaseException:
         out.unlink(missing_ok=True)  # never leave a truncated model behind
         raise
