@@ -4,8 +4,11 @@ oscar2 K rows against Q as q8_0 on integer tensor cores (mma.m16n8k32, s8 inputs
 accumulators, fragments as the PTX ISA lays them out), with the kernel's rounds of k-steps
 side by side in the columns, and compare them with the CPU's sum (ggml_vec_dot_oscar2_q8_0:
 per 32 values dq*(d*sum(c*q) + m*sum(q))) for 1, 2, 4 and 8 query vectors and heads of 64, 128
-and 256. A development check for a kernel change that cannot run on a GPU yet, like
-emulate_v_tile_mma.py; a wrong fragment, column or shuffle fails it.
+and 256. The same for oscar2_fa_k_tile_mma_q (q4_0 and q8_0 K rows beside oscar2 V, heads of 64
+and 128) against ggml_vec_dot_q4_0_q8_0 and ggml_vec_dot_q8_0_q8_0 (per 32 values
+dk*dq*sum((n - 8)*q) and dk*dq*sum(c*q)). A development check for
+a kernel change that cannot run on a GPU yet, like emulate_v_tile_mma.py; a wrong fragment,
+column, step or shuffle fails it.
 
     python3 scripts/dev/emulate_k_tile_mma.py [--trials N]
 """
@@ -93,6 +96,24 @@ def lane_q(codes: np.ndarray, qd: np.ndarray, qsd: np.ndarray, lane: int, D: int
     return b, qdl, qsl
 
 
+def k_tile_store(acc: np.ndarray, s_k: np.ndarray, mt: int, QV: int) -> None:
+    """oscar2_fa_k_tile_store: the columns' sums of m-tile mt (acc [lane][4]: cells g, g + 8 x
+    columns 2t, 2t + 1) met across the lanes of a query vector, into s_k [QV][32]."""
+    if QV == 1:
+        acc[:, 0] += acc[:, 1]
+        acc[:, 2] += acc[:, 3]
+    o = 1 if QV <= 2 else 2
+    while QV < 8 and o < 4:
+        acc = acc + acc[np.arange(32) ^ o]
+        o *= 2
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        for j in range(2):
+            if 2 * t + j < QV:
+                s_k[2 * t + j, 16 * mt + g] = acc[lane, j]
+                s_k[2 * t + j, 16 * mt + g + 8] = acc[lane, 2 + j]
+
+
 def k_tile(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray, D: int) -> np.ndarray:
     """s_k[v][cell] for the 32 cells of a tile, as oscar2_fa_k_tile_mma leaves it (f32 sums)."""
     QV = codes.shape[0]
@@ -130,19 +151,113 @@ def k_tile(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray, D: int) -> np.nd
                             w = int(rows[cell, 5 * bl])
                             d, m = f16(w), f16(w >> 16)
                             acc[lane, i] = np.float32(d * np.float32(np.float32(c[lane, i]) * qdl[r, i % 2]) + np.float32(m * qsl[r, i % 2] + acc[lane, i]))
-        if QV == 1:
-            acc[:, 0] += acc[:, 1]
-            acc[:, 2] += acc[:, 3]
-        o = 1 if QV <= 2 else 2
-        while QV < 8 and o < 4:
-            acc = acc + acc[np.arange(32) ^ o]
-            o *= 2
-        for lane in range(32):
-            g, t = lane // 4, lane % 4
+        k_tile_store(acc, s_k, mt, QV)
+    return s_k
+
+
+BH = {"q4_0": 9, "q8_0": 17}  # halves per 32-value block as the kernel stages K rows
+
+
+def make_rows_q(rng, n: int, D: int, kind: str) -> np.ndarray:
+    """n q4_0 or q8_0 rows of D values as the kernel stages them: uint16 [n, BH*D/32]. Per 32
+    values an f16 step, then q4_0: 16 bytes of nibbles (low nibble of byte j value j, high nibble
+    value j + 16); q8_0: 32 signed bytes."""
+    bh = BH[kind]
+    rows = np.zeros((n, bh * D // 32), dtype=np.uint16)
+    for c in range(n):
+        for b in range(D // 32):
+            d = np.float16(rng.normal() * 0.1)
+            qs = rng.integers(0, 256, size=2 * (bh - 1), dtype=np.uint8)
+            rows[c, bh * b] = np.array([d], dtype=np.float16).view(np.uint16)[0]
+            rows[c, bh * b + 1:bh * (b + 1)] = qs.view(np.uint16)
+    return rows
+
+
+def q_values(rows: np.ndarray, D: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Codes as values (q4_0: nibble - 8, q8_0: signed byte), int [n, D], and steps float32 [n, D/32]."""
+    n, bh = rows.shape[0], BH[kind]
+    vals = np.zeros((n, D), dtype=np.int64)
+    d = np.zeros((n, D // 32), dtype=np.float32)
+    for b in range(D // 32):
+        d[:, b] = rows[:, bh * b].view(np.float16).astype(np.float32)
+        qs = rows[:, bh * b + 1:bh * (b + 1)].copy().view(np.uint8)
+        if kind == "q4_0":
+            vals[:, 32 * b:32 * b + 16] = (qs & 0x0F).astype(np.int64) - 8
+            vals[:, 32 * b + 16:32 * b + 32] = (qs >> 4).astype(np.int64) - 8
+        else:
+            vals[:, 32 * b:32 * b + 32] = qs.view(np.int8).astype(np.int64)
+    return vals, d
+
+
+def cpu_scores_q(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray, kind: str) -> np.ndarray:
+    """s[v][cell] as ggml_vec_dot_q4_0_q8_0 / ggml_vec_dot_q8_0_q8_0 sum it (float64 here)."""
+    qv, D = codes.shape
+    vals, d = q_values(rows, D, kind)
+    s = np.zeros((qv, rows.shape[0]))
+    for b in range(D // 32):
+        sl = slice(32 * b, 32 * b + 32)
+        s += (vals[:, sl] @ codes[:, sl].T).T * d[:, b][None, :] * qd[:, b][:, None]
+    return s
+
+
+def k_tile_q(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray, D: int, kind: str) -> np.ndarray:
+    """s_k[v][cell] for the 32 q4_0 or q8_0 rows of a tile, as oscar2_fa_k_tile_mma_q leaves it."""
+    QV = codes.shape[0]
+    NKS = D // 32
+    NG = min(8 // QV, NKS)
+    NR = NKS // NG
+    bh = BH[kind]
+    off = np.float32(8.0 if kind == "q4_0" else 0.0)
+    qs32 = np.array([[np.float32(qd[v, b]) * np.float32(codes[v, 32 * b:32 * b + 32].sum()) for b in range(NKS)]
+                     for v in range(QV)], dtype=np.float32)
+    f16 = lambda u: np.float32(np.array([u], dtype=np.uint16).view(np.float16)[0])  # noqa: E731
+    lanes = []
+    for lane in range(32):  # oscar2_fa_kq::set_q
+        b, _, _ = lane_q(codes, qd, np.zeros((QV, D // QK), dtype=np.float32), lane, D)
+        t = lane % 4
+        qdl = np.zeros((NR, 2), dtype=np.float32)
+        qsl = np.zeros((NR, 2), dtype=np.float32)
+        for r in range(NR):
             for j in range(2):
-                if 2 * t + j < QV:
-                    s_k[2 * t + j, 16 * mt + g] = acc[lane, j]
-                    s_k[2 * t + j, 16 * mt + g + 8] = acc[lane, 2 + j]
+                n = 2 * t + j
+                sc = NG * r + n // QV
+                if n < NG * QV:
+                    qdl[r, j] = qd[n % QV, sc]
+                    qsl[r, j] = off * qs32[n % QV, sc]
+        lanes.append((b, qdl, qsl))
+
+    def word(row: np.ndarray, s: int, u: int) -> int:
+        return int(row[bh * s + 1 + 2 * u]) | (int(row[bh * s + 2 + 2 * u]) << 16)
+
+    s_k = np.full((QV, 32), np.nan)
+    for mt in range(2):
+        acc = np.zeros((32, 4), dtype=np.float32)
+        c = np.zeros((32, 4), dtype=np.int64)
+        for s in range(NKS):
+            if s % NG == 0:
+                c[:] = 0
+            A, B = [], []
+            for lane in range(32):
+                g, t = lane // 4, lane % 4
+                r0, r8 = rows[16 * mt + g], rows[16 * mt + g + 8]
+                if kind == "q4_0":
+                    w0, w8 = word(r0, s, t), word(r8, s, t)
+                    A.append((w0 & 0x0F0F0F0F, w8 & 0x0F0F0F0F, (w0 >> 4) & 0x0F0F0F0F, (w8 >> 4) & 0x0F0F0F0F))
+                else:
+                    A.append((word(r0, s, t), word(r8, s, t), word(r0, s, t + 4), word(r8, s, t + 4)))
+                B.append(lanes[lane][0][s])
+            imma(c, A, B)
+            if s % NG == NG - 1:
+                r = s // NG
+                for lane in range(32):
+                    g, t = lane // 4, lane % 4
+                    _, qdl, qsl = lanes[lane]
+                    blk = [min(NG * r + (2 * t + j) // QV, NKS - 1) for j in range(2)]
+                    for i, cell in enumerate((16 * mt + g, 16 * mt + g, 16 * mt + g + 8, 16 * mt + g + 8)):
+                        dk = f16(int(rows[cell, bh * blk[i % 2]]))
+                        x = np.float32(np.float32(c[lane, i]) * qdl[r, i % 2] - qsl[r, i % 2])
+                        acc[lane, i] = np.float32(dk * x + acc[lane, i])
+        k_tile_store(acc, s_k, mt, QV)
     return s_k
 
 
@@ -162,6 +277,17 @@ def main() -> None:
                 err = float(np.abs(got - ref).max() / np.abs(ref).max())
                 worst = max(worst, err)
                 print(f"D {D:3d} QV {QV}: max |kernel - CPU| / max |CPU| = {err:.2e}")
+    for kind in ("q4_0", "q8_0"):  # K rows the kernel stages beside an oscar2 V, heads up to 128
+        for D in (64, 128):
+            for QV in (1, 2, 4, 8):
+                for _ in range(args.trials):
+                    rows = make_rows_q(rng, 32, D, kind)
+                    codes, qd = quantize_q8_0(rng.normal(size=(QV, D)))
+                    ref = cpu_scores_q(rows, codes, qd, kind)
+                    got = k_tile_q(rows, codes, qd, D, kind)
+                    err = float(np.abs(got - ref).max() / np.abs(ref).max())
+                    worst = max(worst, err)
+                    print(f"{kind} D {D:3d} QV {QV}: max |kernel - CPU| / max |CPU| = {err:.2e}")
     ok = worst < 1e-5
     print(f"{'ok' if ok else 'FAILED'}: worst {worst:.2e}")
     raise SystemExit(0 if ok else 1)
