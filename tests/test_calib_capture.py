@@ -98,16 +98,17 @@ def test_gguf_head_layout_is_converter_permutation(smol, smollm2):
     np.testing.assert_allclose(k_hf[perm] @ r[perm, :], k_hf @ r, atol=1e-12)
 
 
-def _objective_brute(h, rk, rv, r_k, r_v, stride=8):
-    """The clip objective recomputed in float64 with explicit loops over scored queries."""
+def _objective_brute(h, rk, rv, r_k, r_v, stride=8, sink=64, recent=256):
+    """The clip objective recomputed in float64 with explicit loops over scored queries (those
+    from position sink + recent on; 2-bit K and V outside the sink and recent windows)."""
     t, hq, d = h.q.shape
     g = hq // h.k.shape[1]
     qr, kr, vr = h.q @ rk, h.k @ rk, h.v @ rv
     kq = fake_quantize(clip.clip_rows(kr.astype(np.float32), r_k)).astype(np.float64)
     vq = fake_quantize(clip.clip_rows(vr.astype(np.float32), r_v)).astype(np.float64)
     err = 0.0
-    for i in range(64 + 256, t, stride):
-        two = (np.arange(i + 1) >= 64) & (np.arange(i + 1) <= i - 256)
+    for i in range(sink + recent, t, stride):
+        two = (np.arange(i + 1) >= sink) & (np.arange(i + 1) <= i - recent)
         for hh in range(hq):
             kv = hh // g
             km = np.where(two[:, None], kq[: i + 1, kv], kr[: i + 1, kv])
@@ -121,11 +122,18 @@ def _objective_brute(h, rk, rv, r_k, r_v, stride=8):
     return err
 
 
-def test_clip_search_beats_fixed_ratios(smol, text):
+@pytest.fixture(scope="module")
+def small_cap(smol, text):
+    """A capture of 512 fit and 640 held-out tokens."""
     m, tok, info = smol
     fit = capture.tokenize_chunks(tok, text, 512, 512)
     held = capture.tokenize_chunks(tok, text, 640, 640, skip_tokens=512)
-    cap = capture.calibrate_statistics(m, info, fit, held, progress=False)
+    return capture.calibrate_statistics(m, info, fit, held, progress=False)
+
+
+def test_clip_search_beats_fixed_ratios(smol, small_cap):
+    m, tok, info = smol
+    cap = small_cap
     rk_all, rv_all = cal.rotations_from_capture(cap, per_head=False)
     total_s = total_f = 0.0
     for layer in (2, 15, 29):
@@ -142,3 +150,25 @@ def test_clip_search_beats_fixed_ratios(smol, text):
         total_s += e_s
         total_f += e_f
     assert total_s < 0.95 * total_f  # searching clearly beats 0.96/0.92 on this objective
+
+
+def test_window_split_errors_match_brute_force(smol, small_cap):
+    # the calibration weighs splits of the default windows' pool (sink + recent = 320) by the
+    # held-out attention-output error over all layers: each split's sum equals the brute-force
+    # objective, and the splits differ
+    m, tok, info = smol
+    cap = small_cap
+    rk, rv = cal.rotations_from_capture(cap, per_head=False)
+    res = [clip.ClipResult(0.9, 0.85, 0.0, 0.0, 0.0)] * info.n_layer
+    errs = cal.window_errors(cap, rk, rv, res, sinks=(4, 64))
+    brute = {}
+    for s in (4, 64):
+        brute[s] = 0.0
+        for layer in range(info.n_layer):
+            h = cap.heldout[0][layer]
+            h64 = capture.HeldOutLayer(h.q.astype(np.float64), h.k.astype(np.float64), h.v.astype(np.float64),
+                                       h.scaling, None)
+            brute[s] += _objective_brute(h64, rk[layer], rv[layer], 0.9, 0.85, sink=s, recent=320 - s)
+    # the same scored queries and reference outputs for every split: the ratio is the energy-free check
+    assert errs[4] / errs[64] == pytest.approx(brute[4] / brute[64], rel=2e-2)
+    assert abs(errs[4] / errs[64] - 1) > 0.005

@@ -83,6 +83,10 @@ def test_convert_calibrate_small(smollm2, tmp_path, capsys):
     assert "calibrated on 256+512 tokens" in err
     r = check_output(smollm2, out)
     assert r.fields["oscar.calibration.tokens"].contents() == 256
+    # the windows: the calibration's split of the default pool of 64 + 256 tokens
+    sink, recent = r.fields["oscar.sink_tokens"].contents(), r.fields["oscar.recent_tokens"].contents()
+    assert sink in (4, 16, 64) and sink + recent == 320
+    assert f"windows {sink} sink + {recent} recent" in err
     assert sha(smollm2) == before
     # the saved rotation file converts again through --rotations FILE, to identical tensors
     out2 = tmp_path / "smol-file.gguf"

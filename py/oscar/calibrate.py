@@ -105,6 +105,37 @@ def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, pro
     return results, tables
 
 
+#: sink sizes weighed for the 16-bit windows, at the pool of the default windows (sink + recent
+#: = 320 tokens, so the cache's size and the plan's budget do not move): the rest of the pool is
+#: the recent window
+WINDOW_SINKS = (4, 16, 64)
+
+
+def window_errors(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, results: list[clip.ClipResult],
+                  mean_k: np.ndarray | None = None, mean_v: np.ndarray | None = None,
+                  types: tuple[list[str], list[str]] | None = None, sinks: tuple[int, ...] = WINDOW_SINKS,
+                  pool: int = clip.SINK_TOKENS + clip.RECENT_TOKENS) -> dict[int, float]:
+    """Relative attention-output error on the held-out chunks, summed over layers, for each sink
+    size ``s`` in ``sinks`` with a recent window of ``pool - s`` (every split scores the same
+    queries, those from position ``pool`` on), at the searched clips ``results`` and the plan's
+    cache types ``types`` (K and V per layer; None: every layer oscar2)."""
+    n_layer = cap.info.n_layer
+    tk, tv = types if types is not None else (["oscar2"] * n_layer, ["oscar2"] * n_layer)
+    out = {}
+    for s in sinks:
+        err = energy = 0.0
+        for i in range(n_layer):
+            sims = [x for x in (clip.layer_sim(h[i].q, h[i].k, h[i].v, rot_k[i], rot_v[i], h[i].scaling,
+                                               h[i].sliding_window, sink=s, recent=pool - s,
+                                               mean_k=None if mean_k is None else mean_k[i],
+                                               mean_v=None if mean_v is None else mean_v[i])
+                                for h in cap.heldout) if x is not None]
+            err += clip.type_error(sims, tk[i], tv[i], results[i].clip_k, results[i].clip_v)
+            energy += clip.reference_energy(sims)
+        out[s] = err / max(energy, 1e-30)
+    return out
+
+
 def hadamard_rotations(info: capture.ModelInfo) -> np.ndarray:
     """``[L, D, D]`` copies of the data-free Hadamard (the baseline)."""
     return np.stack([hadamard(info.head_dim)] * info.n_layer)
@@ -192,6 +223,13 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
         lay = [plan.LayerShape(c.info.n_head_kv * c.info.head_dim, c.info.n_head_kv * c.info.head_dim,
                                c.cap.heldout[0][i].sliding_window) for i in range(c.info.n_layer)]
         chosen = plan.choose(lay, tables, budget, clip.SINK_TOKENS, clip.RECENT_TOKENS)
+    # the windows: how the pool of the default windows is split between sinks and the recent window
+    # (the clips and the plan were found at the default split; the pool, hence the plan's bits, is
+    # the same for every split)
+    win_err = window_errors(c.cap, rk, rv, results, mk, mv,
+                            (chosen.type_k, chosen.type_v) if chosen is not None else None)
+    sink = min(win_err, key=lambda s: (win_err[s], -s))
+    recent = clip.SINK_TOKENS + clip.RECENT_TOKENS - sink
     t2 = time.time()
     rk_gguf, permuted = to_gguf_layout(c.model, c.gguf_path, c.info, rk)
     shape = c.shape
@@ -204,7 +242,7 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
     meta = {
         "arch": shape.arch, "n_layer": shape.n_layer, "n_head": shape.n_head, "n_head_kv": shape.n_head_kv,
         "head_dim": shape.head_dim, "fingerprint": shape.fingerprint, "per_head": per_head,
-        "sink_tokens": clip.SINK_TOKENS, "recent_tokens": clip.RECENT_TOKENS, "model": c.gguf_path.name,
+        "sink_tokens": sink, "recent_tokens": recent, "model": c.gguf_path.name,
         "calibration": {"data": Path(data).name if Path(data).exists() else str(data), "tokens": c.cap.fit_tokens,
                         "heldout_tokens": c.cap.heldout_tokens, "objective": objective, "clip_grid_lo": lo,
                         "rotation_k": kind_k, "rotation_v": kind_v},
@@ -213,6 +251,7 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
     rep = Report(c.cap.fit_tokens, c.cap.heldout_tokens, c.capture_s, t2 - t1, results, permuted)
     meta["attn_output_rel_error"] = {"searched": rep.rel_error, "fixed": rep.rel_error_fixed}
     meta["centred"] = bool(centre)
+    meta["window_rel_error"] = {str(s): e for s, e in win_err.items()}
     if chosen is not None:
         meta["plan"] = chosen.as_meta(budget, lay, tables)
         rep.plan = chosen

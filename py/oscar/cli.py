@@ -331,6 +331,7 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             cleanup.remove_all()  # the work folder (the .part file is gone: renamed, or removed by the writer)
     kind = ("per-head" if rot.per_head else "per-layer") + (", V's folded into the weights" if a.fold_v else "")
     extra = ", centred" if rot.mean_k is not None else ""
+    extra += f", windows {rot.meta.get('sink_tokens', 64)} sink + {rot.meta.get('recent_tokens', 256)} recent"
     if plan:
         n_o2 = sum(t == "oscar2" for t in plan["type_k"]), sum(t == "oscar2" for t in plan["type_v"])
         extra += (f", plan: oscar2 for K in {n_o2[0]} and V in {n_o2[1]} of {shape.n_layer} layers, "
