@@ -66,18 +66,21 @@ def rotated_means(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray) ->
 
 
 def layer_sims(cap: capture.Capture, layer: int, rot_k: np.ndarray, rot_v: np.ndarray,
-               mean_k: np.ndarray | None = None, mean_v: np.ndarray | None = None) -> list[clip.LayerSim]:
+               mean_k: np.ndarray | None = None, mean_v: np.ndarray | None = None,
+               sink: int = clip.SINK_TOKENS, recent: int = clip.RECENT_TOKENS) -> list[clip.LayerSim]:
     """The clip-search simulations of one layer over all held-out chunks (keys and values
-    centred by ``mean_k``/``mean_v``, ``[Hkv, D]`` rotated, where given)."""
+    centred by ``mean_k``/``mean_v``, ``[Hkv, D]`` rotated, where given; 16-bit windows of
+    ``sink`` and ``recent`` tokens)."""
     out = []
     for chunk in cap.heldout:
         h = chunk[layer]
-        s = clip.layer_sim(h.q, h.k, h.v, rot_k, rot_v, h.scaling, h.sliding_window, mean_k=mean_k, mean_v=mean_v)
+        s = clip.layer_sim(h.q, h.k, h.v, rot_k, rot_v, h.scaling, h.sliding_window, sink=sink, recent=recent,
+                           mean_k=mean_k, mean_v=mean_v)
         if s is not None:
             out.append(s)
     if not out:
         raise ValueError(f"held-out chunks are too short for the clip search (need > "
-                         f"{clip.SINK_TOKENS + clip.RECENT_TOKENS} tokens)")
+                         f"{sink + recent} tokens)")
     return out
 
 
@@ -125,11 +128,8 @@ def window_errors(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, re
     for s in sinks:
         err = energy = 0.0
         for i in range(n_layer):
-            sims = [x for x in (clip.layer_sim(h[i].q, h[i].k, h[i].v, rot_k[i], rot_v[i], h[i].scaling,
-                                               h[i].sliding_window, sink=s, recent=pool - s,
-                                               mean_k=None if mean_k is None else mean_k[i],
-                                               mean_v=None if mean_v is None else mean_v[i])
-                                for h in cap.heldout) if x is not None]
+            sims = layer_sims(cap, i, rot_k[i], rot_v[i], None if mean_k is None else mean_k[i],
+                              None if mean_v is None else mean_v[i], sink=s, recent=pool - s)
             err += clip.type_error(sims, tk[i], tv[i], results[i].clip_k, results[i].clip_v)
             energy += clip.reference_energy(sims)
         out[s] = err / max(energy, 1e-30)
