@@ -42,9 +42,9 @@ def test_kv_model_matches_llama_cpp(smollm2, k, v, sink, recent):
 def test_kv_model_by_hand():
     # SmolLM2 at 4096: f16 23040 bytes/token (30 layers x 3 heads x 128 values x 2 bytes), 90 MiB
     assert kvmem.kv_bytes(SMOL, 4096, "f16", "f16")["total"] == 23040 * 4096
-    # oscar2: 2.5 bits -> 3600 bytes/token; pool 64+256+512+1 = 833 slots x 30 x 3 x 128 x 2 bytes
+    # oscar2: 2.5 bits -> 3600 bytes/token; pool 64+256+64+1 = 385 slots x 30 x 3 x 128 x 2 bytes
     b = kvmem.kv_bytes(SMOL, 4096, "oscar2", "oscar2", 64, 256)
-    assert b["main"] == 3600 * 4096 and b["pool"] == 833 * 30 * 3 * 128 * 2
+    assert b["main"] == 3600 * 4096 and b["pool"] == 385 * 30 * 3 * 128 * 2
     assert kvmem.kv_bytes(SMOL, 100, "oscar2", "oscar2", 64, 256)["pool"] == 257 * 30 * 3 * 128 * 2  # capped at cells
     assert kvmem.cells(1) == 256 and kvmem.cells(4097) == 4352
     assert kvmem.bits_per_value(SMOL, 4096, "oscar2", "oscar2", 0, 0) == 2.5
@@ -57,8 +57,8 @@ def test_max_context_by_hand():
     budget = 256_000
     assert kvmem.max_context(g, budget, "f16", "f16") == 768            # 256 B/token -> 1000 -> 3 x 256
     assert kvmem.max_context(g, budget, "oscar2", "oscar2", 0, 0) == 6400   # 40 B/token -> 6400 = 25 x 256
-    # windows 16/32: pool (48 + 512 + 1) x 128 x 2 B = 143616 B, leaves 112384 B -> 2809 -> 2560
-    assert kvmem.max_context(g, budget, "oscar2", "oscar2", 16, 32) == 2560
+    # windows 16/32: pool (48 + 64 + 1) x 128 x 2 B = 28928 B, leaves 227072 B -> 5676 -> 5632
+    assert kvmem.max_context(g, budget, "oscar2", "oscar2", 16, 32) == 5632
     assert kvmem.max_context(g, 100, "f16", "f16") == 0
 
 

@@ -41,6 +41,8 @@ def test_settings_and_memory_by_tier_are_reported(llm):
     with Context(llm, n_ctx=4096) as c:
         d = c.describe()
     assert "K and V in oscar2" in d and "64 sink + 256 recent" in d and "MiB" in d
+    # the windows and room for the new tokens of a small ubatch (64), whatever the ubatch size
+    assert "pool of 384 slots per stream" in d
     with Context(llm, kv="f16") as c:
         assert c.describe() == ""
 
@@ -62,9 +64,10 @@ def test_one_batch_equals_token_by_token(llm, smollm2, prompt):
     different summation order this small model amplifies, as it does for f16 caches: there
     the check is the KL divergence from token-by-token decoding where the tiers matter (after
     64 + 256 tokens), bounded well below what a window 32 tokens off gives."""
-    toks = prompt[:N_PROMPT]
+    toks, cont = prompt[:N_PROMPT], prompt[N_PROMPT:N_PROMPT + 8]
     with Context(llm) as c:
-        single = np.concatenate([c.decode([t], i) for i, t in enumerate(toks)])
+        single = np.concatenate([c.decode([t], i) for i, t in enumerate(toks + cont)])
+    single, single_cont = single[:N_PROMPT], single[N_PROMPT:]
     with Context(llm, n_ubatch=63, n_batch=63) as c:  # row by row, several ubatches
         rows = c.decode(toks, 0)
     diff = np.abs(rows - single).max(axis=1)
@@ -73,6 +76,11 @@ def test_one_batch_equals_token_by_token(llm, smollm2, prompt):
 
     with Context(llm) as c:
         batch = c.decode(toks, 0)
+        # a batch larger than the pool's room for new tokens reads its own rows and keeps only
+        # those that stay in a window: decoding after it reads the same 16-bit tokens
+        after = np.concatenate([c.decode([t], N_PROMPT + i) for i, t in enumerate(cont)])
+    diff = np.abs(after - single_cont).max()
+    assert diff < 0.05, f"decoding after one batch: max logit difference {diff:.4f} from token by token"
     with Context(llm, n_ubatch=128, n_batch=128) as c:  # tiled, several ubatches
         ubatched = c.decode(toks, 0)
     off = oscar.load(smollm2, kv="oscar2", n_ctx=512, kv_recent=288)
@@ -183,7 +191,9 @@ def test_seq_copy_check_tool(bin_dir, smollm2, tmp_path):
 
 def test_sequence_removal_keeps_the_window(llm, prompt):
     """Cut a sequence back and continue differently (server prompt-cache reuse): the result
-    matches a context that never saw the removed tokens."""
+    matches a context that never saw the removed tokens. The removed 60 tokens took the pool's
+    spare slots (room for 64 new tokens), so the demoted tokens that come back into the window
+    still have their 16-bit copies."""
     p, x, y = prompt[:N_PROMPT], prompt[N_PROMPT:N_PROMPT + 60], prompt[N_PROMPT + 60:N_PROMPT + 120]
     with Context(llm, n_ctx=1024) as c:
         c.decode(p, 0, all_logits=False)

@@ -49,7 +49,7 @@ EPILOG = """\
 KV configurations: f16, q8_0, q4_0, oscar2, K/V pairs (q8_0/oscar2), oscar2:sink=0,recent=0 (windows).
 
 KV MiB is a model, not a measurement: cells (context padded to 256) x layers x KV heads x
-head size x bits of the type, plus for oscar2 sides an F16 pool of min(cells, sink+recent+512)+1
+head size x bits of the type, plus for oscar2 sides an F16 pool of min(cells, sink+recent+64)+1
 slots per layer. The context of a test is depth + n-prompt + n-gen, as llama-bench allocates it.
 
 examples:

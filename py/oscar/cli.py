@@ -307,8 +307,6 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             if a.per_head and not rot.per_head:
                 raise ConvertError(f"--per-head asked for, but the rotations ({how}) are per layer")
             cal_meta = rot.meta.get("calibration", {})
-            if a.save_rotations:
-                rot.save(a.save_rotations)
             if a.kv_bits is not None and a.rotations != "calibrate" and a.kv_plan == "auto":
                 from . import plan as kvplan
                 try:
@@ -317,6 +315,8 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                 except ValueError as e:
                     raise ConvertError(f"--kv-bits {a.kv_bits} with {how}: {e}") from e
                 rot.meta["plan"] = {**rot.meta["plan"], **new.as_meta(a.kv_bits)}
+            if a.save_rotations:  # (with the plan written into the GGUF)
+                rot.save(a.save_rotations)
             plan = rot.meta.get("plan") if a.kv_plan == "auto" else None
             if plan is not None and not (isinstance(plan, dict) and "type_k" in plan and "type_v" in plan):
                 raise ConvertError(f"the rotations' meta.plan is malformed ({plan!r}); recompute them with "

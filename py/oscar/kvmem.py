@@ -3,8 +3,9 @@
 The model mirrors llama.cpp's own accounting (single sequence): each of K and V holds
 ``cells x n_layer x n_head_kv x head_dim`` values of its type, with ``cells`` the context
 padded to 256. An ``oscar2`` side with 16-bit windows adds an F16 pool of
-``min(cells, sink + recent + 512) + 1`` slots per layer (llama.cpp's window pool: one ubatch
-of room beside the windows, and one spare slot). Standard library only.
+``min(cells, sink + recent + 64) + 1`` slots per layer (llama.cpp's window pool: the windows,
+room for the new tokens of a small ubatch, and one spare slot; a larger ubatch reads its own
+rows beside the pool). Standard library only.
 """
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from dataclasses import dataclass
 BITS = {"f32": 32.0, "f16": 16.0, "bf16": 16.0, "q8_0": 8.5, "q5_1": 6.0, "q5_0": 5.5, "q4_1": 5.0,
         "q4_0": 4.5, "iq4_nl": 4.5, "oscar2": 2.5}
 
-#: n_ctx padding of llama.cpp's KV cache, and the ubatch room of the oscar2 pool
+#: n_ctx padding of llama.cpp's KV cache, its default ubatch, and the oscar2 pool's room for new
+#: tokens (LLAMA_OSCAR_POOL_NEW)
 CELL_PAD = 256
-POOL_UBATCH = 512
+UBATCH = 512
+POOL_NEW = 64
 
 
 def bits(kv_type: str) -> float:
@@ -50,7 +53,7 @@ def pool_slots(ctx: int, sink: int, recent: int, n_seq: int = 1) -> int:
     """F16 slots per layer of an oscar2 side's 16-bit window pool (0 with windows off)."""
     if sink == 0 and recent == 0:
         return 0
-    return min(cells(ctx), n_seq * (sink + recent) + POOL_UBATCH) + 1
+    return min(cells(ctx), n_seq * (sink + recent) + POOL_NEW) + 1
 
 
 def kv_bytes(g: KVGeometry, ctx: int, type_k: str, type_v: str, sink: int = 64, recent: int = 256) -> dict[str, float]:
@@ -72,7 +75,7 @@ def bits_per_value(g: KVGeometry, ctx: int, type_k: str, type_v: str, sink: int 
     return 8 * b["total"] / (cells(ctx) * g.n_layer * g.n_head_kv * (g.head_dim_k + g.head_dim_v))
 
 
-def prompt_scratch_per_cell(g: KVGeometry, type_k: str, type_v: str, ubatch: int = POOL_UBATCH) -> float:
+def prompt_scratch_per_cell(g: KVGeometry, type_k: str, type_v: str, ubatch: int = UBATCH) -> float:
     """Bytes per KV cell of the CUDA working buffers of a prompt batch of ``ubatch`` tokens,
     which llama.cpp reserves with the context (its worst-case graph attends over every cell):
     the KQ mask (F16, ubatch per cell); where a side is not F16, upstream's F16 copy of one

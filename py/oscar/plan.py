@@ -40,7 +40,7 @@ class LayerShape:
     sliding_window: int | None = None
 
 
-def layer_cells(layer: LayerShape, ctx: int, ubatch: int = kvmem.POOL_UBATCH) -> int:
+def layer_cells(layer: LayerShape, ctx: int, ubatch: int = kvmem.UBATCH) -> int:
     """Cells llama.cpp allocates for the layer at ``ctx``: the padded context, or for a sliding
     layer its window plus one ubatch (the iSWA cache), whichever is smaller."""
     n = kvmem.cells(ctx)
