@@ -89,6 +89,11 @@ def test_plan_raises_the_collapsing_layer_first_and_keeps_the_budget():
     p3 = plan.choose(lay, error_tables(8, 5), budget=4.0)
     assert p3.bits <= 4.0 and p3.type_k[5] != "oscar2"
     assert plan.bits_per_value(lay, p3.type_k, p3.type_v) == pytest.approx(p3.bits)
+    # values of growing layers stay oscar2 (the GPU kernels' fast path) unless asked for
+    assert all(p3.type_v[i] == "oscar2" for i in range(8) if i not in (1, 2))
+    pkv = plan.choose(lay, error_tables(8, 5), budget=4.0, sides=("k", "v"))
+    assert pkv.bits <= 4.0 and any(pkv.type_v[i] != "oscar2" for i in range(8) if i not in (1, 2))
+    assert pkv.rel_error < p3.rel_error
 
 
 def test_plan_lowers_sliding_layers_when_the_start_is_over_budget():

@@ -6,10 +6,15 @@ A plan is two lists of llama.cpp cache-type names, one entry per layer (``type_k
 
 :func:`choose` makes one from calibration: layers whose cache is bounded by a sliding
 window (iSWA) are stored in ``q8_0`` (2-bit saves almost nothing there, the window pool costs
-more than it saves); the growing layers start in ``oscar2`` and are raised one step at a time
-(oscar2 -> q4_0 -> q8_0, K or V of one layer) where the measured attention-output error falls
-most per bit spent, while the whole cache stays within ``budget`` bits per value at ``ctx``
-tokens (16-bit window pools and every layer counted, :func:`bits_per_value`). When that
+more than it saves); the growing layers start in ``oscar2`` and their keys are raised one step
+at a time (oscar2 -> q4_0 -> q8_0, the K of one layer) where the measured attention-output error
+falls most per bit spent, while the whole cache stays within ``budget`` bits per value at ``ctx``
+tokens (16-bit window pools and every layer counted, :func:`bits_per_value`). Values stay
+``oscar2`` (:data:`RAISED_SIDES`): a growing layer then always has an oscar2 V, which the GPU
+decode kernels take on their fast path beside a q4_0 or q8_0 K, where a layer with no oscar2
+side takes upstream's kernels (6x the oscar2 pair's time at 64k cells on the H200) and V q4_0
+beside K oscar2 a cell-at-a-time path; on the calibrated models raising V as well gains at
+most 7 % of KLD (docs/RESULTS.md). When that
 starting point is already over the budget (an iSWA model whose sliding layers hold much of the
 cache at 32k), sliding sides are first lowered to ``q4_0`` where the error grows least per bit
 saved, until the budget is met or every sliding side is ``q4_0``: the plan then says by its
@@ -21,8 +26,9 @@ from dataclasses import dataclass
 
 from . import kvmem
 
-#: raising order of a side's type
+#: raising order of a side's type, and the sides of a growing layer the plan raises
 LADDER = ("oscar2", "q4_0", "q8_0")
+RAISED_SIDES = ("k",)
 #: the type of a layer whose cache a sliding window bounds, and the lowest it is taken to when
 #: the budget needs it (oscar2 would cost more: its window pool is nearly the whole window)
 SLIDING_TYPE = "q8_0"
@@ -87,8 +93,9 @@ class Plan:
 
 
 def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]], budget: float = DEFAULT_BUDGET,
-           sink: int = 64, recent: int = 256) -> Plan:
-    """Greedy plan under ``budget`` bits per value at :data:`BUDGET_CTX`.
+           sink: int = 64, recent: int = 256, sides: tuple[str, ...] = RAISED_SIDES) -> Plan:
+    """Greedy plan under ``budget`` bits per value at :data:`BUDGET_CTX`, raising the growing
+    layers' ``sides`` ("k", "v").
 
     errors[l][(type_k, type_v)]: layer l's relative attention-output error with those types
     (every pair of :data:`LADDER` types; a sliding layer needs its q8_0/q4_0 pairs only when
@@ -128,7 +135,7 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
         for i, lay in enumerate(layers):
             if lay.sliding_window is not None:
                 continue
-            for side in ("k", "v"):
+            for side in sides:
                 cur = tk if side == "k" else tv
                 step = LADDER.index(cur[i]) + 1
                 if step >= len(LADDER):
