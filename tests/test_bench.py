@@ -333,7 +333,14 @@ def test_synth_centre_and_plan(tmp_path, capfd):
     assert not np.allclose(logits["base", "oscar2"], logits["centred", "oscar2"])
     assert synthetic.main(["tiny-hd64", "--oscar", "--k-q4_0-layers", "2", "-o", str(tmp_path / "x.gguf")]) == 1
     assert synthetic.main(["tiny-hd64", "--centre", "-o", str(tmp_path / "y.gguf")]) == 1
-    assert not (tmp_path / "x.gguf").exists() and not (tmp_path / "y.gguf").exists()
+    assert synthetic.main(["tiny-hd64", "--oscar", "--k-q4_0-layers", "1", "--k-q8_0-layers", "1",
+                           "-o", str(tmp_path / "z.gguf")]) == 1
+    assert not any((tmp_path / n).exists() for n in ("x.gguf", "y.gguf", "z.gguf"))
+    # q8_0 keys beside q4_0 ones, as a plan that raises some keys two steps writes them
+    q8 = tmp_path / "q8.gguf"
+    assert synthetic.main(common + ["--k-q4_0-layers", "0", "--k-q8_0-layers", "1", "-o", str(q8)]) == 0
+    field = gguf.GGUFReader(str(q8)).fields["oscar.cache_type_k"]
+    assert [str(bytes(field.parts[i]), "utf-8") for i in field.data] == ["q4_0", "q8_0"]
 
 
 # ----------------------------------------------------------------------------- equal memory

@@ -60,7 +60,8 @@ def random_rotations(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0, oscar: bool = False,
-          fold_v: bool = False, centre: bool = False, k_q4_0_layers: tuple[int, ...] = ()) -> Path:
+          fold_v: bool = False, centre: bool = False, k_q4_0_layers: tuple[int, ...] = (),
+          k_q8_0_layers: tuple[int, ...] = ()) -> Path:
     """Write a llama-architecture GGUF with geometry ``g`` and random weights.
 
     weight_type: ``f32``, ``f16``, ``q8_0`` or ``q4_0`` for the matrices (quantised with
@@ -77,17 +78,21 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     centre (with oscar): random centring means per layer, ``blk.N.attn_k_oscar_mean`` and
     (unless fold_v) ``blk.N.attn_v_oscar_mean``, numpy ``(Hkv, D)``, as a calibrated conversion
     carries them.
-    k_q4_0_layers (with oscar): a precision plan, ``oscar.cache_type_k`` naming q4_0 for these
-    layers and oscar2 for the others (V oscar2 everywhere), the shape of the zoo's plans at
-    3.0 bits per value.
+    k_q4_0_layers, k_q8_0_layers (with oscar): a precision plan, ``oscar.cache_type_k`` naming
+    q4_0 (q8_0) for these layers and oscar2 for the others (V oscar2 everywhere), the shape of
+    the zoo's plans at 3.0 bits per value.
     """
     if fold_v and not oscar:
         raise ValueError("fold_v needs oscar (a folded V rotation is part of a converted model)")
-    if (centre or k_q4_0_layers) and not oscar:
-        raise ValueError("--centre and --k-q4_0-layers need --oscar (they belong to a converted model)")
-    bad = [il for il in k_q4_0_layers if not 0 <= il < g.n_layer]
+    k_types = {**{il: "q4_0" for il in k_q4_0_layers}, **{il: "q8_0" for il in k_q8_0_layers}}
+    if (centre or k_types) and not oscar:
+        raise ValueError("--centre and --k-q4_0-layers/--k-q8_0-layers need --oscar (they belong to a converted model)")
+    if set(k_q4_0_layers) & set(k_q8_0_layers):
+        raise ValueError(f"layer {min(set(k_q4_0_layers) & set(k_q8_0_layers))} is named by both --k-q4_0-layers "
+                         "and --k-q8_0-layers; a layer's K has one type")
+    bad = [il for il in k_types if not 0 <= il < g.n_layer]
     if bad:
-        raise ValueError(f"--k-q4_0-layers names layer {bad[0]}; the model has layers 0..{g.n_layer - 1}")
+        raise ValueError(f"--k-q4_0-layers/--k-q8_0-layers name layer {bad[0]}; the model has layers 0..{g.n_layer - 1}")
     import gguf
 
     path = Path(path)
@@ -128,8 +133,8 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
         if fold_v:
             w.add_bool("oscar.v_rotation_folded", True)
         rots = random_rotations(2 * g.n_layer, g.head_dim, np.random.default_rng(seed + 1))
-        if k_q4_0_layers:
-            w.add_array("oscar.cache_type_k", ["q4_0" if il in k_q4_0_layers else "oscar2" for il in range(g.n_layer)])
+        if k_types:
+            w.add_array("oscar.cache_type_k", [k_types.get(il, "oscar2") for il in range(g.n_layer)])
             w.add_array("oscar.cache_type_v", ["oscar2"] * g.n_layer)
         means = (np.random.default_rng(seed + 2).standard_normal((2 * g.n_layer, g.n_head_kv, g.head_dim))
                  .astype(np.float32) * 0.5 if centre else None)
@@ -210,16 +215,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k-q4_0-layers", metavar="L,L,...", default="",
                     help="with --oscar: a precision plan storing these layers' K in q4_0 (every other K and V in oscar2), "
                          "as the zoo's plans do at 3.0 bits per value; e.g. 0,1,35")
+    ap.add_argument("--k-q8_0-layers", metavar="L,L,...", default="",
+                    help="with --oscar: the same for K in q8_0 (a layer named by neither keeps K in oscar2)")
     a = ap.parse_args(argv)
     if a.fold_v and not a.oscar:
         print("oscar-synth: error: --fold-v needs --oscar (a folded V rotation belongs to a converted model)", file=sys.stderr)
         return 1
-    try:
-        k_q4 = tuple(sorted({int(x) for x in a.k_q4_0_layers.split(",") if x.strip()}))
-    except ValueError:
-        print(f"oscar-synth: error: --k-q4_0-layers takes layer numbers separated by commas, got '{a.k_q4_0_layers}'",
-              file=sys.stderr)
-        return 1
+    layer_lists = {}
+    for opt, val in (("--k-q4_0-layers", a.k_q4_0_layers), ("--k-q8_0-layers", a.k_q8_0_layers)):
+        try:
+            layer_lists[opt] = tuple(sorted({int(x) for x in val.split(",") if x.strip()}))
+        except ValueError:
+            print(f"oscar-synth: error: {opt} takes layer numbers separated by commas, got '{val}'", file=sys.stderr)
+            return 1
     out = Path(a.output)
     if out.exists():
         print(f"oscar-synth: error: {out} exists; remove it first or choose another -o", file=sys.stderr)
@@ -235,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         g = replace(g, n_ctx=a.ctx)
     t0 = time.time()
     try:
-        write(out, g, a.weights, a.seed, oscar=a.oscar, fold_v=a.fold_v, centre=a.centre, k_q4_0_layers=k_q4)
+        write(out, g, a.weights, a.seed, oscar=a.oscar, fold_v=a.fold_v, centre=a.centre,
+              k_q4_0_layers=layer_lists["--k-q4_0-layers"], k_q8_0_layers=layer_lists["--k-q8_0-layers"])
     except ValueError as e:  # options that do not fit the geometry, refused before anything is written
         out.unlink(missing_ok=True)
         print(f"oscar-synth: error: {e}", file=sys.stderr)
@@ -244,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         out.unlink(missing_ok=True)  # never leave a truncated model behind
         raise
     print(f"oscar-synth: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
-          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}{', centred' if a.centre else ''}{f', K q4_0 in layers {a.k_q4_0_layers}' if k_q4 else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
+          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}{', centred' if a.centre else ''}{f', K q4_0 in layers {a.k_q4_0_layers}' if layer_lists['--k-q4_0-layers'] else ''}{f', K q8_0 in layers {a.k_q8_0_layers}' if layer_lists['--k-q8_0-layers'] else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
           f"in {time.time() - t0:.1f} s", file=sys.stderr)
     return 0
 
