@@ -59,37 +59,42 @@ def _kld(p_logits: np.ndarray, q_logits: np.ndarray) -> np.ndarray:
 def test_one_batch_equals_token_by_token(llm, smollm2, prompt):
     """Prompt processing and decoding see the same values: the windows are query-relative.
 
-    Ubatches of fewer than 64 tokens take the CPU's row-by-row attention, as decoding does:
-    the logits agree to rounding. Larger ones take the tiled path (GEMMs over tiles), whose
-    different summation order this small model amplifies, as it does for f16 caches: there
+    Ubatches of fewer than 64 tokens take the CPU's row-by-row attention, as decoding does, and
+    write their tokens into the 16-bit pool first: the logits agree to rounding, and so do those
+    of the tokens decoded after them. Larger ones take the tiled path (GEMMs over tiles), whose
+    different summation order this small model amplifies, as it does for f16 caches, and read
+    their own rows beside the pool, keeping in it only the tokens that stay in a window: there
     the check is the KL divergence from token-by-token decoding where the tiers matter (after
-    64 + 256 tokens), bounded well below what a window 32 tokens off gives."""
+    64 + 256 tokens), of the batch and of the tokens decoded after it, bounded well below what a
+    window 32 tokens off gives (a pool that lost those tokens would give far more)."""
     toks, cont = prompt[:N_PROMPT], prompt[N_PROMPT:N_PROMPT + 8]
     with Context(llm) as c:
         single = np.concatenate([c.decode([t], i) for i, t in enumerate(toks + cont)])
     single, single_cont = single[:N_PROMPT], single[N_PROMPT:]
-    with Context(llm, n_ubatch=63, n_batch=63) as c:  # row by row, several ubatches
-        rows = c.decode(toks, 0)
-    diff = np.abs(rows - single).max(axis=1)
-    assert diff.max() < 0.05, f"max logit difference {diff.max():.4f} at position {diff.argmax()}"
+
+    def prefill_then_decode(model, **kw):
+        with Context(model, **kw) as c:
+            logits = c.decode(toks, 0)
+            return logits, np.concatenate([c.decode([t], N_PROMPT + i) for i, t in enumerate(cont)])
+
+    rows, rows_cont = prefill_then_decode(llm, n_ubatch=63, n_batch=63)  # row by row, several ubatches
+    for got, want in ((rows, single), (rows_cont, single_cont)):
+        diff = np.abs(got - want).max(axis=1)
+        assert diff.max() < 0.05, f"max logit difference {diff.max():.4f} at position {diff.argmax()}"
     assert (rows.argmax(1) == single.argmax(1)).mean() > 0.99
 
-    with Context(llm) as c:
-        batch = c.decode(toks, 0)
-        # a batch larger than the pool's room for new tokens reads its own rows and keeps only
-        # those that stay in a window: decoding after it reads the same 16-bit tokens
-        after = np.concatenate([c.decode([t], N_PROMPT + i) for i, t in enumerate(cont)])
-    diff = np.abs(after - single_cont).max()
-    assert diff < 0.05, f"decoding after one batch: max logit difference {diff:.4f} from token by token"
-    with Context(llm, n_ubatch=128, n_batch=128) as c:  # tiled, several ubatches
-        ubatched = c.decode(toks, 0)
+    batch, batch_cont = prefill_then_decode(llm)  # one ubatch of 420 tokens: its own rows
+    ubatched, ubatched_cont = prefill_then_decode(llm, n_ubatch=128, n_batch=128)  # tiled, several ubatches
     off = oscar.load(smollm2, kv="oscar2", n_ctx=512, kv_recent=288)
-    with Context(off) as c:
-        window_off = c.decode(toks, 0)
+    window_off, window_off_cont = prefill_then_decode(off)
     k_off = _kld(single, window_off)[320:].mean()
-    for other in (batch, ubatched):
+    k_off_cont = _kld(single_cont, window_off_cont).mean()
+    for other, other_cont in ((batch, batch_cont), (ubatched, ubatched_cont)):
         k = _kld(single, other)[320:].mean()
         assert k < 0.025 < k_off, f"KLD from token-by-token {k:.4f}; with the window 32 tokens off {k_off:.4f}"
+        k = _kld(single_cont, other_cont).mean()
+        assert k < 0.05 < k_off_cont, \
+            f"decoding after the batch: KLD {k:.4f}; with the window 32 tokens off {k_off_cont:.4f}"
 
 
 def test_windows_bring_oscar2_close_to_f16(llm, prompt, smollm2):
