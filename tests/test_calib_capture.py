@@ -172,3 +172,20 @@ def test_window_split_errors_match_brute_force(smol, small_cap):
     # the same scored queries and reference outputs for every split: the ratio is the energy-free check
     assert errs[4] / errs[64] == pytest.approx(brute[4] / brute[64], rel=2e-2)
     assert abs(errs[4] / errs[64] - 1) > 0.005
+
+
+def test_default_split_error_from_the_search(smol, small_cap):
+    # the calibration takes the default split's error from the clip search instead of measuring
+    # it again: the search's objective (every layer oscar2) and its type tables (a plan's mix)
+    # give what window_errors measures at that split
+    m, tok, info = smol
+    cap = small_cap
+    rk, rv = cal.rotations_from_capture(cap, per_head=False)
+    res, tables = cal.search_clips(cap, rk, rv, progress=False, plan_types=("oscar2", "q4_0"))
+    types = (["q4_0" if i % 3 == 0 else "oscar2" for i in range(info.n_layer)], ["oscar2"] * info.n_layer)
+    for ty in (None, types):
+        measured = cal.window_errors(cap, rk, rv, res, types=ty, sinks=(clip.SINK_TOKENS,))
+        assert cal.searched_error(res, tables, ty) == pytest.approx(measured[clip.SINK_TOKENS], rel=1e-9)
+    # and the mix is not the all-oscar2 figure (the tables are read, not the objective)
+    assert abs(cal.searched_error(res, tables, types) / cal.searched_error(res, tables) - 1) > 0.01
+

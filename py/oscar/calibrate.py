@@ -114,18 +114,37 @@ def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, pro
 WINDOW_SINKS = (4, 16, 64)
 
 
+def searched_error(results: list[clip.ClipResult], tables: list[dict],
+                   types: tuple[list[str], list[str]] | None = None) -> float:
+    """The relative attention-output error of the default windows, summed over layers, as the
+    clip search measured it: each layer's at its searched clips (``results``), in the plan's
+    cache types ``types`` from the search's ``tables`` (None: every layer oscar2, the searched
+    objective itself)."""
+    err = energy = 0.0
+    for i, r in enumerate(results):
+        scale = max(r.energy, 1e-30)  # the tables hold type_error / scale
+        err += r.error if types is None else tables[i][(types[0][i], types[1][i])] * scale
+        energy += r.energy
+    return err / max(energy, 1e-30)
+
+
 def window_errors(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, results: list[clip.ClipResult],
                   mean_k: np.ndarray | None = None, mean_v: np.ndarray | None = None,
                   types: tuple[list[str], list[str]] | None = None, sinks: tuple[int, ...] = WINDOW_SINKS,
-                  pool: int = clip.SINK_TOKENS + clip.RECENT_TOKENS) -> dict[int, float]:
+                  pool: int = clip.SINK_TOKENS + clip.RECENT_TOKENS,
+                  known: dict[int, float] | None = None) -> dict[int, float]:
     """Relative attention-output error on the held-out chunks, summed over layers, for each sink
     size ``s`` in ``sinks`` with a recent window of ``pool - s`` (every split scores the same
     queries, those from position ``pool`` on), at the searched clips ``results`` and the plan's
-    cache types ``types`` (K and V per layer; None: every layer oscar2)."""
+    cache types ``types`` (K and V per layer; None: every layer oscar2). ``known``: splits
+    already measured (the default one, :func:`searched_error`), taken as given."""
     n_layer = cap.info.n_layer
     tk, tv = types if types is not None else (["oscar2"] * n_layer, ["oscar2"] * n_layer)
     out = {}
     for s in sinks:
+        if known and s in known:
+            out[s] = known[s]
+            continue
         err = energy = 0.0
         for i in range(n_layer):
             sims = layer_sims(cap, i, rot_k[i], rot_v[i], None if mean_k is None else mean_k[i],
@@ -226,8 +245,9 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
     # the windows: how the pool of the default windows is split between sinks and the recent window
     # (the clips and the plan were found at the default split; the pool, hence the plan's bits, is
     # the same for every split)
-    win_err = window_errors(c.cap, rk, rv, results, mk, mv,
-                            (chosen.type_k, chosen.type_v) if chosen is not None else None)
+    types = (chosen.type_k, chosen.type_v) if chosen is not None else None
+    win_err = window_errors(c.cap, rk, rv, results, mk, mv, types,
+                            known={clip.SINK_TOKENS: searched_error(results, tables, types)})
     sink = min(win_err, key=lambda s: (win_err[s], -s))
     recent = clip.SINK_TOKENS + clip.RECENT_TOKENS - sink
     t2 = time.time()
