@@ -40,6 +40,13 @@ def random_rotation(rng: np.random.Generator, d: int) -> np.ndarray:
     return (q * np.sign(np.diag(r))).astype(np.float32)
 
 
+def random_weight(rng: np.random.Generator, d: int) -> np.ndarray:
+    """A random symmetric positive definite (d, d) matrix U diag(w) U^T, w in [0.3, 3] (float64):
+    key weighting's W, which makes R_K = W R and R_Q = W^-1 R."""
+    u = random_rotation(rng, d).astype(np.float64)
+    return (u * rng.uniform(0.3, 3.0, d)) @ u.T
+
+
 def attention_shape(reader) -> tuple[int, int, int]:
     """``(n_layer, head_dim, n_head_kv)`` read from a GGUF's metadata (independently of
     oscar.gguf_io)."""
@@ -60,7 +67,7 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
                     rotations: bool = True, f32: bool = False, f16: bool = False,
                     edit: dict[str, Callable[[np.ndarray], np.ndarray]] | None = None,
                     sink: int = 64, recent: int = 256, means: dict[str, np.ndarray] | None = None,
-                    plan: tuple[list[str], list[str]] | None = None) -> Path:
+                    plan: tuple[list[str], list[str]] | None = None, weighted: bool = False) -> Path:
     """Copy every tensor and key of ``src`` and add OSCAR rotations and metadata.
 
     Rotations: numpy R (D, D), or (Hkv, D, D) per KV head, with k' = k @ R.
@@ -77,6 +84,8 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
     round activations to f16, a much smaller step than 8-bit quantisation).
     means: tensor name (``blk.N.attn_k_oscar_mean``) -> numpy (Hkv, D) centring mean.
     plan: (cache types of K, of V), one name per layer (``oscar.cache_type_k/v``).
+    weighted: key weighting: keys take R_K = W R and queries R_Q = W^-1 R (``attn_q_oscar_rot``)
+    with a random symmetric positive definite W per layer (per KV head with ``per_head``).
     Shapes (layers, head size, KV heads) are read from ``src``.
     """
     import gguf
@@ -120,13 +129,18 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
         writer.add_tensor(name, np.ascontiguousarray(m, dtype=np.float32))
 
     rng = np.random.default_rng(seed)
+    n_mat = n_head_kv if per_head else 1
     for il in range(n_layer):
+        mats = {}
         for kind in ("k", "v"):
+            mats[kind] = np.stack([random_rotation(rng, head_dim) for _ in range(n_mat)]).astype(np.float64)
+        if weighted:
+            w = np.stack([random_weight(rng, head_dim) for _ in range(n_mat)])
+            mats["q"] = np.linalg.inv(w) @ mats["k"]
+            mats["k"] = w @ mats["k"]
+        for kind, m in mats.items():
             name = f"blk.{il}.attn_{kind}_oscar_rot"
-            if per_head:
-                r = np.stack([random_rotation(rng, head_dim) for _ in range(n_head_kv)])
-            else:
-                r = random_rotation(rng, head_dim)
+            r = (m if per_head else m[0]).astype(np.float32)
             if zeros and name in zeros:
                 r = np.zeros(zeros[name], dtype=np.float32)
             if edit and name in edit:
@@ -163,6 +177,9 @@ def f32_models(smollm2, tmp_path_factory) -> dict[str, Path]:
         "base": write_converted(smollm2, d / "base.gguf", rotations=False, f32=True),
         "per_layer": write_converted(smollm2, d / "rot.gguf", f32=True),
         "per_head": write_converted(smollm2, d / "rot-head.gguf", f32=True, per_head=True, seed=1),
+        "weighted": write_converted(smollm2, d / "rot-weighted.gguf", f32=True, weighted=True, seed=2),
+        "weighted_per_head": write_converted(smollm2, d / "rot-weighted-head.gguf", f32=True, per_head=True,
+                                             weighted=True, seed=3),
     }
 
 
@@ -189,16 +206,18 @@ UNCHECKED = {"LLAMA_OSCAR_ROT_UNCHECKED": "1"}
 F16_ROTATED_UNCHECKED = pp.KVConfig("f16", "f16", env={"LLAMA_OSCAR_ROT_16BIT": "1", **UNCHECKED})
 
 
-@pytest.mark.parametrize("variant", ["per_layer", "per_head"])
+@pytest.mark.parametrize("variant", ["per_layer", "per_head", "weighted", "weighted_per_head"])
 def test_rotation_invariance_f16(variant, f32_models, wiki_slice, f32_base):
     """q'.k' = q.k and o' R_V^T = o: with a 16-bit cache rotated anyway (LLAMA_OSCAR_ROT_16BIT)
     the rotated model gives the original logits up to float rounding (measured: KLD ~1e-6,
-    PPL within 1e-4)."""
+    PPL within 1e-4). With key weighting (keys R_K = W R, queries R_Q = W^-1 R) as well: queries
+    rotated by R_K instead would score q W^2 k^T."""
     base, ref = f32_base
     res = pp.run(f32_models[variant], wiki_slice, F16_ROTATED, ctx=CTX, chunks=CHUNKS,
                  kld_base=base, extra=VERBOSE)
-    kind = "per layer" if variant == "per_layer" else "per KV head"
-    assert f"oscar: calibrated rotations ({kind}) from the GGUF" in oscar_line(res.log)
+    kind = "per KV head" if variant.endswith("per_head") else "per layer"
+    weighted = ", keys weighted" if variant.startswith("weighted") else ""
+    assert f"oscar: calibrated rotations ({kind}{weighted}) from the GGUF" in oscar_line(res.log)
     assert res.kld_mean is not None and res.kld_mean < 1e-4, res.kld_mean
     assert res.same_top >= 99.5, res.same_top
     assert abs(res.ppl / ref.ppl - 1) < 1e-3, (res.ppl, ref.ppl)
@@ -353,9 +372,10 @@ def test_log_line_without_rotations_says_hadamard(smollm2, wiki_slice):
 @pytest.mark.parametrize("name,shape,found", [
     ("blk.3.attn_k_oscar_rot", (64, 32), "[32, 64]"),
     ("blk.7.attn_v_oscar_rot", (2, 64, 64), "[64, 64, 2]"),
+    ("blk.5.attn_q_oscar_rot", (64, 32), "[32, 64]"),
 ])
 def test_bad_rotation_shape_is_named(smollm2, tmp_path, wiki_slice, bin_dir, name, shape, found):
-    bad = write_converted(smollm2, tmp_path / "bad.gguf", zeros={name: shape})
+    bad = write_converted(smollm2, tmp_path / "bad.gguf", zeros={name: shape}, weighted="attn_q" in name)
     layer = name.split(".")[1]
     p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(bad), "-f", str(wiki_slice),
                         "-c", str(CTX), "--chunks", "1", "-fa", "on"], capture_output=True, text=True)
@@ -365,15 +385,30 @@ def test_bad_rotation_shape_is_named(smollm2, tmp_path, wiki_slice, bin_dir, nam
     assert "expected [64, 64] or [64, 64, 3]" in out, out[-3000:]
 
 
+def test_query_rotation_of_another_shape_is_refused(smollm2, tmp_path, wiki_slice, bin_dir):
+    """Key weighting's R_Q must have R_K's shape: one per KV head beside a per-layer R_K is refused."""
+    bad = write_converted(smollm2, tmp_path / "bad.gguf", weighted=True,
+                          edit={"blk.6.attn_q_oscar_rot": lambda r: np.stack([r] * 3)})
+    p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(bad), "-f", str(wiki_slice),
+                        "-c", str(CTX), "--chunks", "1", "-fa", "on"], capture_output=True, text=True)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0
+    assert ("oscar: layer 6 has blk.6.attn_q_oscar_rot of another shape than blk.6.attn_k_oscar_rot: "
+            "the GGUF is inconsistent, convert the original model again") in out, out[-3000:]
+
+
 @pytest.mark.parametrize("name,edit,says", [
     ("blk.3.attn_k_oscar_rot", lambda r: np.where(np.arange(r.size).reshape(r.shape) == 5, np.nan, r), "holds a non-finite value (nan at row 0, column 5)"),
     ("blk.3.attn_k_oscar_rot", lambda r: 10 * r, "is not a rotation"),
     ("blk.2.attn_v_oscar_rot", lambda r: 0 * r, "is not a rotation"),
-], ids=["nan", "scaled", "zero"])
+    ("blk.4.attn_q_oscar_rot", lambda r: 1.01 * r, "does not invert 'blk.4.attn_k_oscar_rot'"),
+], ids=["nan", "scaled", "zero", "weighted-pair-scaled"])
 def test_damaged_rotation_is_refused(smollm2, tmp_path, wiki_slice, bin_dir, name, edit, says):
     """A rotation with a NaN, scaled by 10, or zeroed ran before and gave nan or a silently
-    worse model; llama.cpp now refuses to load it, naming the layer and the tensor."""
-    bad = write_converted(smollm2, tmp_path / "damaged.gguf", edit={name: edit})
+    worse model; llama.cpp now refuses to load it, naming the layer and the tensor. With key
+    weighting R_Q and R_K must be inverse to each other (R_Q R_K^T = I): R_Q scaled by 1.01 is
+    refused."""
+    bad = write_converted(smollm2, tmp_path / "damaged.gguf", edit={name: edit}, weighted="attn_q" in name)
     layer = name.split(".")[1]
     p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(bad), "-f", str(wiki_slice),
                         "-c", str(CTX), "--chunks", "1", "-fa", "on", "-ctk", "oscar2", "-ctv", "oscar2"],
