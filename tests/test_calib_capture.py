@@ -98,12 +98,13 @@ def test_gguf_head_layout_is_converter_permutation(smol, smollm2):
     np.testing.assert_allclose(k_hf[perm] @ r[perm, :], k_hf @ r, atol=1e-12)
 
 
-def _objective_brute(h, rk, rv, r_k, r_v, stride=8, sink=64, recent=256):
+def _objective_brute(h, rk, rv, r_k, r_v, stride=8, sink=64, recent=256, rq=None):
     """The clip objective recomputed in float64 with explicit loops over scored queries (those
-    from position sink + recent on; 2-bit K and V outside the sink and recent windows)."""
+    from position sink + recent on; 2-bit K and V outside the sink and recent windows);
+    queries rotated by ``rq`` (None: ``rk``)."""
     t, hq, d = h.q.shape
     g = hq // h.k.shape[1]
-    qr, kr, vr = h.q @ rk, h.k @ rk, h.v @ rv
+    qr, kr, vr = h.q @ (rk if rq is None else rq), h.k @ rk, h.v @ rv
     kq = fake_quantize(clip.clip_rows(kr.astype(np.float32), r_k)).astype(np.float64)
     vq = fake_quantize(clip.clip_rows(vr.astype(np.float32), r_v)).astype(np.float64)
     err = 0.0
@@ -189,3 +190,46 @@ def test_default_split_error_from_the_search(smol, small_cap):
     # and the mix is not the all-oscar2 figure (the tables are read, not the objective)
     assert abs(cal.searched_error(res, tables, types) / cal.searched_error(res, tables) - 1) > 0.01
 
+
+
+def test_key_weighting_in_calibration(smol, small_cap, smollm2):
+    """finish() with the key weighting (default) and without: R itself is the same, W is in
+    the GGUF layout (real keys and queries permuted as the GGUF's, scored with R_Q and R_K
+    from the rotation file, give q·k), the centring means are the keys' under R_K, and the
+    searched objective (queries by R_Q) is what a brute-force recomputation gives."""
+    m, tok, info = smol
+    cap = small_cap
+    c = cal.Captured(m, info, cap, smollm2, gguf_io.model_shape(smollm2), "test", 0.0)
+    rw, repw = cal.finish(c, budget=None, progress=False)
+    rp, _ = cal.finish(c, budget=None, progress=False, key_weighting=False)
+    assert rw.meta["calibration"]["key_weighting"] is True and rp.meta["calibration"]["key_weighting"] is False
+    assert "queries by W⁻¹" in rw.meta["calibration"]["objective"]
+    assert rp.weight_k is None and rw.weight_k.shape == rw.rot_k.shape == (info.n_layer, 64, 64)
+    np.testing.assert_array_equal(rw.rot_k, rp.rot_k)
+    rw.check_limits("calibrated")
+    layer = 7
+    perm = cal.key_permutation(m, smollm2, info)
+    assert perm is not None
+    h = cap.heldout[0][layer]
+    q, k = h.q[:200].astype(np.float64), h.k[:200].astype(np.float64)
+    grp = np.arange(info.n_head) // (info.n_head // info.n_head_kv)
+    ref = np.einsum("thd,shd->hts", q, k[:, grp])
+    r_k, r_q = rw.key_matrix[layer].astype(np.float64), rw.query_matrix[layer].astype(np.float64)
+    got = np.einsum("thd,shd->hts", q[..., perm] @ r_q, (k[..., perm] @ r_k)[:, grp])
+    np.testing.assert_allclose(got, ref, atol=1e-4 * np.abs(ref).max())
+    assert rot.orthogonality_error(r_k) > 0.05  # the weighting is not the identity
+    np.testing.assert_allclose(rw.mean_k[layer], cap.moments[layer].mean_k()[:, perm] @ r_k,
+                               atol=1e-4 * np.abs(rw.mean_k[layer]).max())
+    # the weighted search's objective (queries by R_Q, Hugging Face layout, no centring),
+    # recomputed by brute force
+    r_hf, rv_hf = cal.rotations_from_capture(cap, per_head=False)
+    w_hf = cal.key_weights_from_capture(cap, per_head=False)
+    rk_hf, rq_hf = rot.weighted_rotations(w_hf[layer], r_hf[layer])
+    res = clip.search_layer(cal.layer_sims(cap, layer, rk_hf, rv_hf[layer], rot_q=rq_hf), info.head_dim)
+    h64 = capture.HeldOutLayer(h.q.astype(np.float64), h.k.astype(np.float64), h.v.astype(np.float64), h.scaling,
+                               None)
+    brute = _objective_brute(h64, rk_hf, rv_hf[layer], res.clip_k, res.clip_v, rq=rq_hf)
+    assert brute == pytest.approx(res.error, rel=1e-2)
+    # queries rotated by R_K instead of R_Q would be a different (wrong) attention
+    wrong = _objective_brute(h64, rk_hf, rv_hf[layer], res.clip_k, res.clip_v)
+    assert abs(wrong / brute - 1) > 0.05

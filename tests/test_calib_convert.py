@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from oscar import cli, gguf_io, zoo
-from oscar.rotation import hadamard, orthogonality_error
+from oscar.rotation import hadamard, orthogonality_error, pair_error
 
 gguf = pytest.importorskip("gguf")
 
@@ -29,8 +29,12 @@ def check_output(src, out, n_layer=30, d=64, per_head=False, hkv=3):
     t1 = {t.name: t for t in r.tensors}
     rots = {f"blk.{i}.attn_{x}_oscar_rot" for i in range(n_layer) for x in "kv"}
     means = {f"blk.{i}.attn_{x}_oscar_mean" for i in range(n_layer) for x in "kv"}
-    # the rotations, and the centring means where the rotations carry them (all layers or none)
-    assert set(t1) in (set(t0) | rots, set(t0) | rots | means), sorted(set(t1) - set(t0))[:5]
+    queries = {gguf_io.ROT_Q.format(i) for i in range(n_layer)}
+    # the rotations, the centring means and the query rotations of a key weighting where the
+    # rotations carry them (all layers or none)
+    assert set(t1) - set(t0) in (rots, rots | means, rots | queries, rots | means | queries), \
+        sorted(set(t1) - set(t0))[:5]
+    weighted = gguf_io.ROT_Q.format(0) in t1
     for name, t in t0.items():
         assert t1[name].tensor_type == t.tensor_type and list(t1[name].shape) == list(t.shape)
         assert np.array_equal(np.asarray(t1[name].data), np.asarray(t.data)), name
@@ -44,7 +48,12 @@ def check_output(src, out, n_layer=30, d=64, per_head=False, hkv=3):
             assert t.tensor_type == gguf.GGMLQuantizationType.F32
             a = np.asarray(t.data)
             assert a.shape == want
-            assert orthogonality_error(a) < 1e-5
+            if x == "k" and weighted:  # R_K = W R with R_Q = W⁻¹ R: the pair, not R_K, is checked
+                b = np.asarray(t1[gguf_io.ROT_Q.format(i)].data)
+                assert t1[gguf_io.ROT_Q.format(i)].tensor_type == gguf.GGMLQuantizationType.F32 and b.shape == want
+                assert pair_error(a, b).max() < 1e-4
+            else:
+                assert orthogonality_error(a) < 1e-5
     f = r.fields
     assert f["oscar.version"].contents() == 1
     assert f["oscar.sink_tokens"].contents() == 64 and f["oscar.recent_tokens"].contents() == 256
@@ -310,6 +319,35 @@ def test_per_head_rotation_file(smollm2, shape, tmp_path, capsys):
     err = run_bad([str(smollm2), "--rotations", str(tmp_path / "pl.npz"), "--per-head", "-o", str(tmp_path / "x.gguf")],
                   capsys)
     assert "--per-head" in err and "per layer" in err
+
+
+def test_key_weighted_rotation_file(smollm2, shape, tmp_path, capsys):
+    """A rotation file with a key weighting (weight_k, per KV head) converts to R_K = W R in
+    attn_k_oscar_rot and R_Q = W⁻¹ R in attn_q_oscar_rot; --no-key-weighting belongs to
+    --rotations calibrate only."""
+    from oscar import rotation
+    r = rotations_for(shape, meta={"per_head": True})
+    g = np.random.default_rng(1)
+    q, _ = np.linalg.qr(g.standard_normal((30, 3, 64, 64)))
+    r.rot_k = r.rot_v = q.astype(np.float32)
+    a = g.standard_normal((30, 3, 64, 64))
+    cov = a @ np.swapaxes(a, -1, -2) / 64 + 0.1 * np.eye(64)
+    r.weight_k = rotation.key_weighting(cov, cov[::-1]).astype(np.float32)
+    r.save(tmp_path / "w.npz")
+    out = tmp_path / "w.gguf"
+    assert cli.convert_main([str(smollm2), "--rotations", str(tmp_path / "w.npz"), "-o", str(out), "-q"]) == 0
+    assert "keys weighted" in capsys.readouterr().err
+    rd = check_output(smollm2, out, per_head=True)
+    t = {x.name: np.asarray(x.data) for x in rd.tensors}
+    np.testing.assert_array_equal(t["blk.4.attn_k_oscar_rot"], r.key_matrix[4])
+    np.testing.assert_array_equal(t["blk.4.attn_q_oscar_rot"], r.query_matrix[4])
+    np.testing.assert_allclose(t["blk.4.attn_k_oscar_rot"], r.weight_k[4].astype(np.float64) @ r.rot_k[4], atol=1e-5)
+    err = run_bad([str(smollm2), "--rotations", str(tmp_path / "w.npz"), "--no-key-weighting",
+                   "-o", str(tmp_path / "x.gguf")], capsys)
+    assert "--no-key-weighting is only used with --rotations calibrate" in err
+    with pytest.raises(SystemExit):
+        cli.convert_main(["--help"])
+    assert "--no-key-weighting" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- --rotations zoo: broken zoos

@@ -3,6 +3,14 @@
 Capture and search run in Hugging Face's head layout; the rotations are then
 re-expressed in llama.cpp's layout (:func:`oscar.capture.qk_permutation`), which is
 what the GGUF and rotation files store.
+
+Key weighting (``finish(key_weighting=True)``, the default for calibrated K rotations):
+keys use ``R_K = W R`` and queries ``R_Q = W⁻¹ R`` (:func:`oscar.rotation.key_weighting`,
+W from Σ_K and the centred key covariance of the fit tokens), in the clip search, the
+centring means, the window split and the plan alike; the rotation file keeps the
+orthogonal R as ``rot_k`` and W as ``weight_k``. In the GGUF layout the key permutation
+π (``k_g = k[π]``) acts on both sides of W: ``W_g = W[π][:, π]``, so that
+``W_g R_g = (W R)[π]`` with ``R_g = R[π]``.
 """
 from __future__ import annotations
 
@@ -14,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import capture, clip, gguf_io, plan
-from .rotation import hadamard, rotation_from_covariance
+from . import capture, clip, gguf_io, plan, rotation
+from .rotation import hadamard, rotation_from_covariance, weighted_rotations
 from .zoo import Rotations
 
 OBJECTIVE = ("per-layer clip ratios for K and V minimising the squared attention-output error on held-out "
@@ -54,6 +62,12 @@ def rotations_from_capture(cap: capture.Capture, per_head: bool) -> tuple[np.nda
     return rk, rv
 
 
+def key_weights_from_capture(cap: capture.Capture, per_head: bool) -> np.ndarray:
+    """The key weightings W (:func:`oscar.rotation.key_weighting` of each layer's Σ_K and
+    centred key covariance), float64 ``[L, D, D]`` or ``[L, Hkv, D, D]`` (Hugging Face layout)."""
+    return np.stack([rotation.key_weighting(m.sigma_k(per_head), m.cov_k(per_head)) for m in cap.moments])
+
+
 def rotated_means(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(mean_k, mean_v)`` float64 ``[L, Hkv, D]``: each KV head's mean key and value over the
     calibration tokens, in rotated coordinates (``mean @ R``; the same in either head layout,
@@ -67,15 +81,16 @@ def rotated_means(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray) ->
 
 def layer_sims(cap: capture.Capture, layer: int, rot_k: np.ndarray, rot_v: np.ndarray,
                mean_k: np.ndarray | None = None, mean_v: np.ndarray | None = None,
-               sink: int = clip.SINK_TOKENS, recent: int = clip.RECENT_TOKENS) -> list[clip.LayerSim]:
+               sink: int = clip.SINK_TOKENS, recent: int = clip.RECENT_TOKENS,
+               rot_q: np.ndarray | None = None) -> list[clip.LayerSim]:
     """The clip-search simulations of one layer over all held-out chunks (keys and values
     centred by ``mean_k``/``mean_v``, ``[Hkv, D]`` rotated, where given; 16-bit windows of
-    ``sink`` and ``recent`` tokens)."""
+    ``sink`` and ``recent`` tokens; queries rotated by ``rot_q``, None: by ``rot_k``)."""
     out = []
     for chunk in cap.heldout:
         h = chunk[layer]
         s = clip.layer_sim(h.q, h.k, h.v, rot_k, rot_v, h.scaling, h.sliding_window, sink=sink, recent=recent,
-                           mean_k=mean_k, mean_v=mean_v)
+                           mean_k=mean_k, mean_v=mean_v, rot_q=rot_q)
         if s is not None:
             out.append(s)
     if not out:
@@ -87,9 +102,11 @@ def layer_sims(cap: capture.Capture, layer: int, rot_k: np.ndarray, rot_v: np.nd
 def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, progress: bool = True,
                  desc: str = "clip search", lo: float = clip.DEFAULT_CLIP_LO, mean_k: np.ndarray | None = None,
                  mean_v: np.ndarray | None = None,
-                 plan_types: tuple[str, ...] = ()) -> tuple[list[clip.ClipResult], list[dict]]:
+                 plan_types: tuple[str, ...] = (),
+                 rot_q: np.ndarray | None = None) -> tuple[list[clip.ClipResult], list[dict]]:
     """Per-layer clip search (:func:`oscar.clip.search_layer`, grid of ratios >= ``lo``) with a
-    progress bar. rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (Hugging Face layout); mean_k,
+    progress bar. rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (Hugging Face layout; rot_k
+    the keys' matrix, rot_q the queries', of its shape, None: rot_k); mean_k,
     mean_v: ``[L, Hkv, D]`` rotated centring means, or None. With ``plan_types``, also each
     layer's relative attention-output error for every (K type, V type) pair of them at the
     chosen clips (what :func:`oscar.plan.choose` needs); otherwise empty tables."""
@@ -97,7 +114,7 @@ def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, pro
     results, tables = [], []
     for i in tqdm(range(cap.info.n_layer), desc=desc, unit="layer", disable=not progress):
         sims = layer_sims(cap, i, rot_k[i], rot_v[i], None if mean_k is None else mean_k[i],
-                          None if mean_v is None else mean_v[i])
+                          None if mean_v is None else mean_v[i], rot_q=None if rot_q is None else rot_q[i])
         r = clip.search_layer(sims, cap.info.head_dim, lo=lo)
         results.append(r)
         table = {}
@@ -132,12 +149,13 @@ def window_errors(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, re
                   mean_k: np.ndarray | None = None, mean_v: np.ndarray | None = None,
                   types: tuple[list[str], list[str]] | None = None, sinks: tuple[int, ...] = WINDOW_SINKS,
                   pool: int = clip.SINK_TOKENS + clip.RECENT_TOKENS,
-                  known: dict[int, float] | None = None) -> dict[int, float]:
+                  known: dict[int, float] | None = None, rot_q: np.ndarray | None = None) -> dict[int, float]:
     """Relative attention-output error on the held-out chunks, summed over layers, for each sink
     size ``s`` in ``sinks`` with a recent window of ``pool - s`` (every split scores the same
     queries, those from position ``pool`` on), at the searched clips ``results`` and the plan's
     cache types ``types`` (K and V per layer; None: every layer oscar2). ``known``: splits
-    already measured (the default one, :func:`searched_error`), taken as given."""
+    already measured (the default one, :func:`searched_error`), taken as given. ``rot_q``: the
+    queries' matrices (None: ``rot_k``)."""
     n_layer = cap.info.n_layer
     tk, tv = types if types is not None else (["oscar2"] * n_layer, ["oscar2"] * n_layer)
     out = {}
@@ -148,7 +166,8 @@ def window_errors(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, re
         err = energy = 0.0
         for i in range(n_layer):
             sims = layer_sims(cap, i, rot_k[i], rot_v[i], None if mean_k is None else mean_k[i],
-                              None if mean_v is None else mean_v[i], sink=s, recent=pool - s)
+                              None if mean_v is None else mean_v[i], sink=s, recent=pool - s,
+                              rot_q=None if rot_q is None else rot_q[i])
             err += clip.type_error(sims, tk[i], tv[i], results[i].clip_k, results[i].clip_v)
             energy += clip.reference_energy(sims)
         out[s] = err / max(energy, 1e-30)
@@ -160,16 +179,35 @@ def hadamard_rotations(info: capture.ModelInfo) -> np.ndarray:
     return np.stack([hadamard(info.head_dim)] * info.n_layer)
 
 
-def to_gguf_layout(model, gguf_path: str | Path, info: capture.ModelInfo, rot_k: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Re-express key rotations in the GGUF's head layout (rows permuted for llama-style
-    conversions); values are never permuted by the converters."""
+def key_permutation(model, gguf_path: str | Path, info: capture.ModelInfo) -> np.ndarray | None:
+    """``π`` ``[D]`` with ``k_gguf = k_hf[π]`` for every key (and query) head, or None when the
+    GGUF keeps Hugging Face's layout (:func:`oscar.capture.qk_permutation`)."""
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     w_hf = base.layers[0].self_attn.k_proj.weight.detach().float().cpu().numpy()
     w_gg = gguf_io.tensor_f32(gguf_path, "blk.0.attn_k.weight")
-    perm = capture.qk_permutation(w_hf, w_gg, info.n_head_kv, info.head_dim)
+    return capture.qk_permutation(w_hf, w_gg, info.n_head_kv, info.head_dim)
+
+
+def permute_rotation(r: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    """A key (or query) matrix ``[..., D, D]`` re-expressed for keys permuted as ``k[perm]``:
+    its rows (input dims) permuted, ``R[perm, :]``, so that ``k[perm] @ R_g = k @ R``."""
+    return r[..., perm, :]
+
+
+def permute_weighting(w: np.ndarray, perm: np.ndarray) -> np.ndarray:
+    """A key weighting ``[..., D, D]`` (acting on the key before the rotation) re-expressed for
+    keys permuted as ``k[perm]``: rows and columns, ``W[perm][:, perm]``, so that
+    ``permute_weighting(W) @ permute_rotation(R) = permute_rotation(W @ R)``."""
+    return w[..., perm, :][..., :, perm]
+
+
+def to_gguf_layout(model, gguf_path: str | Path, info: capture.ModelInfo, rot_k: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Re-express key rotations in the GGUF's head layout (rows permuted for llama-style
+    conversions); values are never permuted by the converters."""
+    perm = key_permutation(model, gguf_path, info)
     if perm is None:
         return rot_k, False
-    return rot_k[..., perm, :], True
+    return permute_rotation(rot_k, perm), True
 
 
 @dataclass
@@ -219,11 +257,13 @@ ROTATION_KINDS = ("uhp", "hadamard")
 
 def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO, kind_k: str = "uhp",
            kind_v: str = "uhp", progress: bool = True, centre: bool = True,
-           budget: float | None = plan.DEFAULT_BUDGET) -> tuple[Rotations, Report]:
+           budget: float | None = plan.DEFAULT_BUDGET, key_weighting: bool = True) -> tuple[Rotations, Report]:
     """Rotations (``kind_k``/``kind_v`` in :data:`ROTATION_KINDS`; per layer or per KV head),
     the centring means (``centre``), the clip search (ratios >= ``lo``) and a precision plan
     within ``budget`` bits per value (:mod:`oscar.plan`; None: every layer oscar2, no plan)
-    from a capture, as a :class:`Rotations` in the GGUF's head layout with its zoo metadata."""
+    from a capture, as a :class:`Rotations` in the GGUF's head layout with its zoo metadata.
+    ``key_weighting`` (calibrated K rotations only): keys use ``W R`` and queries ``W⁻¹ R``
+    everywhere (see the module docstring); the result's ``weight_k`` is W."""
     for kd in (kind_k, kind_v):
         if kd not in ROTATION_KINDS:
             raise ValueError(f"rotation kind '{kd}': use one of {', '.join(ROTATION_KINDS)}")
@@ -234,9 +274,12 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
         had = np.repeat(had[:, None], c.info.n_head_kv, axis=1)
     rk = had if kind_k == "hadamard" else rk
     rv = had if kind_v == "hadamard" else rv
-    mk, mv = rotated_means(c.cap, rk, rv) if centre else (None, None)
-    results, tables = search_clips(c.cap, rk, rv, progress, lo=lo, mean_k=mk, mean_v=mv,
-                                   plan_types=plan.LADDER if budget is not None else ())
+    weighted = key_weighting and kind_k == "uhp"
+    wk = key_weights_from_capture(c.cap, per_head) if weighted else None
+    rkk, rq = weighted_rotations(wk, rk) if weighted else (rk, None)  # the keys' and queries' matrices
+    mk, mv = rotated_means(c.cap, rkk, rv) if centre else (None, None)
+    results, tables = search_clips(c.cap, rkk, rv, progress, lo=lo, mean_k=mk, mean_v=mv,
+                                   plan_types=plan.LADDER if budget is not None else (), rot_q=rq)
     chosen = None
     if budget is not None:
         lay = [plan.LayerShape(c.info.n_head_kv * c.info.head_dim, c.info.n_head_kv * c.info.head_dim,
@@ -246,17 +289,22 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
     # (the clips and the plan were found at the default split; the pool, hence the plan's bits, is
     # the same for every split)
     types = (chosen.type_k, chosen.type_v) if chosen is not None else None
-    win_err = window_errors(c.cap, rk, rv, results, mk, mv, types,
-                            known={clip.SINK_TOKENS: searched_error(results, tables, types)})
+    win_err = window_errors(c.cap, rkk, rv, results, mk, mv, types,
+                            known={clip.SINK_TOKENS: searched_error(results, tables, types)}, rot_q=rq)
     sink = min(win_err, key=lambda s: (win_err[s], -s))
     recent = clip.SINK_TOKENS + clip.RECENT_TOKENS - sink
     t2 = time.time()
-    rk_gguf, permuted = to_gguf_layout(c.model, c.gguf_path, c.info, rk)
+    perm = key_permutation(c.model, c.gguf_path, c.info)
+    permuted = perm is not None
+    rk_gguf = permute_rotation(rk, perm) if permuted else rk
+    wk_gguf = None if wk is None else (permute_weighting(wk, perm) if permuted else wk)
     shape = c.shape
     how = {"uhp": "U*H*P from attention-aware covariances", "hadamard": "the data-free Hadamard"}
     rot_desc = (f"rotations {how[kind_k]}" if kind_k == kind_v
                 else f"K rotations {how[kind_k]}, V rotations {how[kind_v]}")
     objective = OBJECTIVE.replace("rotations U*H*P from attention-aware covariances", rot_desc)
+    if weighted:
+        objective += "; keys weighted by W = U diag((λ/s)^(1/4)) Uᵀ, queries by W⁻¹"
     objective += f"; clip grid r >= {lo:g}" + ("; one rotation per KV head" if per_head else "")
     data = c.data
     meta = {
@@ -265,7 +313,7 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
         "sink_tokens": sink, "recent_tokens": recent, "model": c.gguf_path.name,
         "calibration": {"data": Path(data).name if Path(data).exists() else str(data), "tokens": c.cap.fit_tokens,
                         "heldout_tokens": c.cap.heldout_tokens, "objective": objective, "clip_grid_lo": lo,
-                        "rotation_k": kind_k, "rotation_v": kind_v},
+                        "rotation_k": kind_k, "rotation_v": kind_v, "key_weighting": weighted},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     rep = Report(c.cap.fit_tokens, c.cap.heldout_tokens, c.capture_s, t2 - t1, results, permuted)
@@ -278,7 +326,8 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
     rot = Rotations(rk_gguf.astype(np.float32), rv.astype(np.float32),
                     np.array([r.clip_k for r in results], np.float32), np.array([r.clip_v for r in results], np.float32),
                     meta, mean_k=None if mk is None else mk.astype(np.float32),
-                    mean_v=None if mv is None else mv.astype(np.float32))
+                    mean_v=None if mv is None else mv.astype(np.float32),
+                    weight_k=None if wk_gguf is None else wk_gguf.astype(np.float32))
     return rot, rep
 
 
@@ -286,10 +335,11 @@ def calibrate(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.Model
               n_tokens: int = DEFAULT_TOKENS, heldout_tokens: int = DEFAULT_HELDOUT, ctx: int = DEFAULT_CTX,
               per_head: bool = False, progress: bool = True, lo: float = clip.DEFAULT_CLIP_LO,
               kind_k: str = "uhp", kind_v: str = "uhp", centre: bool = True,
-              budget: float | None = plan.DEFAULT_BUDGET, device: str | None = None) -> tuple[Rotations, Report]:
+              budget: float | None = plan.DEFAULT_BUDGET, device: str | None = None,
+              key_weighting: bool = True) -> tuple[Rotations, Report]:
     """Calibrate rotations, centring means, clip ratios and a precision plan: :func:`run_capture`
-    (the model on ``device``) then :func:`finish`."""
+    (the model on ``device``) then :func:`finish` (``key_weighting`` as there)."""
     c = run_capture(model_src, gguf_path, shape, data, n_tokens, heldout_tokens, ctx, progress, device=device)
-    rot, rep = finish(c, per_head, lo, kind_k, kind_v, progress, centre, budget)
+    rot, rep = finish(c, per_head, lo, kind_k, kind_v, progress, centre, budget, key_weighting)
     rep.device = c.device
     return rot, rep

@@ -112,7 +112,8 @@ def convert_main(argv: list[str] | None = None) -> int:
         prog="oscar-convert",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Write a copy of a model GGUF that carries OSCAR's calibrated KV rotations "
-                    "(blk.N.attn_k_oscar_rot, blk.N.attn_v_oscar_rot) and per-layer clip ratios "
+                    "(blk.N.attn_k_oscar_rot, blk.N.attn_v_oscar_rot, and blk.N.attn_q_oscar_rot with a key "
+                    "weighting) and per-layer clip ratios "
                     "(oscar.clip_k, oscar.clip_v), which our llama.cpp applies to an oscar2 KV cache "
                     "in place of its data-free Hadamard rotation. All original tensors and metadata are "
                     "copied unchanged; the input is never modified.",
@@ -175,6 +176,11 @@ def convert_main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-centre", action="store_true",
                     help="with --rotations calibrate: no centring means (by default each KV head's mean key and value "
                          "are subtracted before the 2-bit quantiser, exactly, and written into the GGUF)")
+    ap.add_argument("--no-key-weighting", action="store_true",
+                    help="with --rotations calibrate: keys and queries share the orthogonal rotation R (by default "
+                         "keys use W R and queries W^-1 R, W = U diag((λ/s)^1/4) Uᵀ from the query energy λ and the key "
+                         "variance s along each eigen-direction U of the queries: exact for attention, it spends the "
+                         "2-bit levels on the key directions the queries read; blk.N.attn_q_oscar_rot is then written)")
     ap.add_argument("--save-rotations", metavar="FILE.safetensors",
                     help="also write the rotations as a rotation file (safetensors, or .npz by its name)")
     ap.add_argument("--force", action="store_true", help="overwrite an existing output")
@@ -231,6 +237,9 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             return work[0]
         try:
             gguf_path, src = _resolve_model(a.model, workdir, cleanup)
+            if a.no_key_weighting and a.rotations != "calibrate":
+                raise ConvertError("--no-key-weighting is only used with --rotations calibrate (a rotation file keeps "
+                                   "the weighting it was calibrated with)")
             if a.device and a.rotations != "calibrate":
                 raise ConvertError("--device is only used with --rotations calibrate (where PyTorch runs the model)")
             if a.torch_model:
@@ -284,7 +293,8 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                     budget = None if a.kv_plan == "off" else (kvplan.DEFAULT_BUDGET if a.kv_bits is None else a.kv_bits)
                     rot, rep = cal.calibrate(src, gguf_path, shape, data, a.calib_tokens, a.heldout_tokens,
                                              a.calib_ctx, a.per_head, progress=not a.quiet, centre=not a.no_centre,
-                                             budget=budget, device=a.device)
+                                             budget=budget, device=a.device,
+                                             key_weighting=not a.no_key_weighting)
                 except (ValueError, FileNotFoundError, RuntimeError) as e:
                     raise ConvertError(str(e)) from e
                 rot.check_limits("the calibrated rotations")
@@ -321,16 +331,19 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             if plan is not None and not (isinstance(plan, dict) and "type_k" in plan and "type_v" in plan):
                 raise ConvertError(f"the rotations' meta.plan is malformed ({plan!r}); recompute them with "
                                    "--rotations calibrate, or pass --kv-plan off")
-            gguf_io.write_oscar_gguf(gguf_path, out, rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v,
+            weighted = rot.weight_k is not None
+            gguf_io.write_oscar_gguf(gguf_path, out, rot.key_matrix, rot.rot_v, rot.clip_k, rot.clip_v,
                                      rot.meta.get("sink_tokens", 64), rot.meta.get("recent_tokens", 256),
                                      str(cal_meta.get("data", "unknown")), cal_meta.get("tokens", 0),
                                      str(cal_meta.get("objective", "unknown")), force=a.force, progress=not a.quiet,
                                      fold_v=a.fold_v, mean_k=rot.mean_k, mean_v=rot.mean_v,
-                                     plan_k=plan["type_k"] if plan else None, plan_v=plan["type_v"] if plan else None)
+                                     plan_k=plan["type_k"] if plan else None, plan_v=plan["type_v"] if plan else None,
+                                     rot_q=rot.query_matrix if weighted else None)
         finally:
             cleanup.remove_all()  # the work folder (the .part file is gone: renamed, or removed by the writer)
     kind = ("per-head" if rot.per_head else "per-layer") + (", V's folded into the weights" if a.fold_v else "")
     extra = ", centred" if rot.mean_k is not None else ""
+    extra += ", keys weighted (R_K = W R, R_Q = W^-1 R)" if rot.weight_k is not None else ""
     extra += f", windows {rot.meta.get('sink_tokens', 64)} sink + {rot.meta.get('recent_tokens', 256)} recent"
     if plan:
         n_o2 = sum(t == "oscar2" for t in plan["type_k"]), sum(t == "oscar2" for t in plan["type_v"])

@@ -4,7 +4,8 @@
 
 The search (:func:`search_layer`) simulates one attention layer on held-out
 calibration activations: keys and values rotated (``k' = k @ R_K``, ``v' = v @ R_V``,
-queries ``q' = q @ R_K``), clipped with :func:`clip_rows`, quantised with the real
+queries ``q' = q @ R_Q``, where ``R_Q = R_K`` for an orthogonal R_K and ``W⁻¹ R`` for a
+weighted ``R_K = W R``, :func:`oscar.rotation.key_weighting`), clipped with :func:`clip_rows`, quantised with the real
 ``oscar2`` reference (:func:`oscar.quant.fake_quantize`), mixed with the 16-bit tier
 per query (a query at position t reads positions ``< S`` and ``> t - W`` exactly,
 everything else quantised), and scored by the squared error of the attention
@@ -130,10 +131,11 @@ class LayerSim:
 def layer_sim(q: np.ndarray, k: np.ndarray, v: np.ndarray, rot_k: np.ndarray, rot_v: np.ndarray,
               scaling: float, sliding_window: int | None = None, sink: int = SINK_TOKENS,
               recent: int = RECENT_TOKENS, query_stride: int = 8, mean_k: np.ndarray | None = None,
-              mean_v: np.ndarray | None = None) -> LayerSim | None:
+              mean_v: np.ndarray | None = None, rot_q: np.ndarray | None = None) -> LayerSim | None:
     """Build a :class:`LayerSim` from one chunk's activations of one layer.
 
     q: ``[T, Hq, D]``; k, v: ``[T, Hkv, D]``; rot_k, rot_v: ``[D, D]`` or ``[Hkv, D, D]``;
+    rot_q: the queries' matrix, of rot_k's shape (None: rot_k, for an orthogonal rot_k);
     mean_k, mean_v: ``[Hkv, D]`` in rotated coordinates, subtracted from every rotated key and
     value (centring: exact for attention, so only the quantisation sees it), or None.
     Scores the queries at positions ``t >= sink + recent`` (the first to read a 2-bit
@@ -147,7 +149,8 @@ def layer_sim(q: np.ndarray, k: np.ndarray, v: np.ndarray, rot_k: np.ndarray, ro
     if len(pos) == 0:
         return None
     nq = len(pos)
-    qt = _rotate(torch.from_numpy(np.ascontiguousarray(q[pos], dtype=np.float32)), rot_k)  # [Nq, Hq, D]
+    rot_q = rot_k if rot_q is None else rot_q
+    qt = _rotate(torch.from_numpy(np.ascontiguousarray(q[pos], dtype=np.float32)), rot_q)  # [Nq, Hq, D]
     qt = qt.reshape(nq, hkv, g, d).permute(1, 2, 0, 3).reshape(hkv, g * nq, d).contiguous()
     kt = _rotate(torch.from_numpy(np.asarray(k, dtype=np.float32)), rot_k)
     vt = _rotate(torch.from_numpy(np.asarray(v, dtype=np.float32)), rot_v)

@@ -16,6 +16,10 @@ The batch functions take whole arrays (tests, small inputs). For calibration,
 :class:`LayerMoments` streams: pass 1 feeds queries (``add_queries``), pass 2 feeds
 keys and values (``add_values``) once ``C_h`` is final, so the value weights use the
 exact ``C_h`` of all calibration tokens and no activations are kept.
+
+Pass 2 also sums ``k kᵀ`` per KV head, for the centred key covariance
+``Cov_K = E[k kᵀ] - μ μᵀ`` (``[Hkv, D, D]``, μ the head's mean key; per layer the mean over
+heads) that the key weighting compares with ``Σ_K`` (:func:`oscar.rotation.key_weighting`).
 """
 from __future__ import annotations
 
@@ -76,6 +80,7 @@ class LayerMoments:
         self.v_sum = np.zeros((n_kv, head_dim, head_dim))
         self.w_sum = np.zeros(n_kv)
         self.k_first = np.zeros((n_kv, head_dim))  # sums of k and v (for the centring means)
+        self.k_second = np.zeros((n_kv, head_dim, head_dim))  # sums of k kᵀ (for the key covariance)
         self.v_first = np.zeros((n_kv, head_dim))
         self.kv_rows = 0
         self._c: np.ndarray | None = None
@@ -107,6 +112,7 @@ class LayerMoments:
         self.v_sum += np.matmul((vh * w[:, :, None]).transpose(0, 2, 1), vh)
         self.w_sum += w.sum(axis=1)
         self.k_first += kh.sum(axis=1)
+        self.k_second += np.matmul(kh.transpose(0, 2, 1), kh)
         self.v_first += vh.sum(axis=1)
         self.kv_rows += kh.shape[1]
 
@@ -115,6 +121,13 @@ class LayerMoments:
         if self.kv_rows == 0:
             raise RuntimeError("no keys/values were added")
         return self.k_first / self.kv_rows
+
+    def cov_k(self, per_head: bool = False) -> np.ndarray:
+        """The centred key covariance ``E[k kᵀ] - μ μᵀ`` (μ the head's mean key, post-RoPE,
+        unrotated): ``[Hkv, D, D]`` (``per_head``), or ``[D, D]`` the mean over the KV heads."""
+        mu = self.mean_k()
+        c = self.k_second / self.kv_rows - np.einsum("hd,he->hde", mu, mu)
+        return c if per_head else c.mean(axis=0)
 
     def mean_v(self) -> np.ndarray:
         """``[Hkv, D]``: the mean value of each KV head (unrotated)."""

@@ -9,8 +9,15 @@ Tensors added (F32), for every layer N:
   ``(i0 = j, i1 = i[, i2 = h]) = R[h][i, j]``. Output coordinate j of a rotated row
   is ``sum_i x[i] * R[i, j]`` (a column of R), so in ggml
   ``k' = ggml_mul_mat(ggml_cont(ggml_transpose(rot)), k)``. Queries use ``R_K`` like
-  keys; the attention output is
+  keys (unless ``attn_q_oscar_rot`` is present, below); the attention output is
   rotated back with ``R_Vᵀ``.
+- ``blk.N.attn_q_oscar_rot`` (only with a key weighting, :func:`oscar.rotation.key_weighting`):
+  ``R_Q``, same shape and layout convention as ``attn_k_oscar_rot``, with ``q' = q @ R_Q``
+  (llama.cpp's head layout after RoPE; query head q uses ``R_Q[q // G]``). Then
+  ``attn_k_oscar_rot`` holds ``R_K = W R`` and ``R_Q = W⁻¹ R`` (W symmetric positive
+  definite, R orthogonal): neither is orthogonal, but ``R_Q R_Kᵀ = I`` (checked to
+  ``max |R_Q R_Kᵀ - I| <= 1e-3`` per layer and head, here and by llama.cpp), so
+  ``q'·k' = q·k``. Without it, ``attn_k_oscar_rot`` must be orthogonal.
 
 With ``fold_v`` (float attention weights only) ``R_V`` goes into the weights instead:
 ``attn_v.weight`` (and ``attn_v.bias``) of KV head h becomes ``R_V[h]ᵀ @ W`` (its rows are
@@ -53,6 +60,7 @@ UINT32_MAX = 2**32 - 1
 #: the tool named in the temporary file of a write (``.OUT.gguf.oscar-convert-<pid>-<random>.part``)
 TEMP_TOOL = "oscar-convert"
 ROT_K = "blk.{}.attn_k_oscar_rot"
+ROT_Q = "blk.{}.attn_q_oscar_rot"
 MEAN_K = "blk.{}.attn_k_oscar_mean"
 MEAN_V = "blk.{}.attn_v_oscar_mean"
 #: the cache types a precision plan may name (llama.cpp's llama_oscar_plan_type_ok)
@@ -211,7 +219,7 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
                      calib_data: str, calib_tokens: int, objective: str, force: bool = False,
                      progress: bool = True, fold_v: bool = False, mean_k: np.ndarray | None = None,
                      mean_v: np.ndarray | None = None, plan_k: list[str] | None = None,
-                     plan_v: list[str] | None = None) -> None:
+                     plan_v: list[str] | None = None, rot_q: np.ndarray | None = None) -> None:
     """Copy ``src`` to ``dst`` with the OSCAR tensors and metadata added.
 
     rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (llama.cpp layout); clip_k, clip_v:
@@ -226,7 +234,10 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     ``dst``, and no other file (a user's ``DST.tmp``) is touched. fold_v: fold R_V into
     attn_v/attn_output (see the module docstring); refuses quantized attention weights.
     mean_k, mean_v: ``[L, Hkv, D]`` centring means (rotated coordinates) or None; plan_k,
-    plan_v: one cache type name per layer (:data:`PLAN_TYPES`) or None.
+    plan_v: one cache type name per layer (:data:`PLAN_TYPES`) or None. rot_q: the queries'
+    matrices ``R_Q`` of a key weighting, rot_k's shape (then rot_k is ``R_K`` and the pair is
+    checked, ``R_Q R_Kᵀ = I``, instead of rot_k's orthogonality), written as
+    ``blk.N.attn_q_oscar_rot``; None: queries use rot_k, which must be orthogonal.
 
     For tests only: ``OSCAR_TEST_WRITE_DELAY`` (seconds, float) sleeps after each tensor is
     written, so that a test can signal the process in the middle of the write.
@@ -252,7 +263,15 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
             or np.shape(clip_k) != (n_layer,) or np.shape(clip_v) != (n_layer,):
         raise ValueError(f"rotations {rot_k.shape}/{rot_v.shape} and clips {np.shape(clip_k)}/{np.shape(clip_v)} "
                          f"do not match the model's {n_layer} layers")
-    rot_k = np.stack([limits.check_rotation(r, ROT_K.format(i), None, fix) for i, r in enumerate(rot_k)])
+    if rot_q is None:
+        rot_k = np.stack([limits.check_rotation(r, ROT_K.format(i), None, fix) for i, r in enumerate(rot_k)])
+    else:
+        rot_q = np.asarray(rot_q)
+        if rot_q.shape != rot_k.shape:
+            raise ValueError(f"query rotations {rot_q.shape} and key rotations {rot_k.shape} differ in shape; {fix}")
+        pairs = [limits.check_rotation_pair(r, q, ROT_K.format(i), ROT_Q.format(i), None, fix)
+                 for i, (r, q) in enumerate(zip(rot_k, rot_q))]
+        rot_k, rot_q = np.stack([a for a, _ in pairs]), np.stack([b for _, b in pairs])
     rot_v = np.stack([limits.check_rotation(r, ROT_V.format(i), None, fix) for i, r in enumerate(rot_v)])
     clip_k = limits.check_clip_ratios(clip_k, "oscar.clip_k", n_layer, fix)
     clip_v = limits.check_clip_ratios(clip_v, "oscar.clip_v", n_layer, fix)
@@ -314,13 +333,13 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     with atomic.Cleanup() as cleanup:
         tmp = cleanup.add(atomic.create_temp_file(dst, TEMP_TOOL))
         _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tokens, recent_tokens, calib_data,
-               calib_tokens, objective, fold_v, folded, n_layer, progress, delay, means, plans)
+               calib_tokens, objective, fold_v, folded, n_layer, progress, delay, means, plans, rot_q)
         os.replace(tmp, dst)  # the output is replaced only here, by the complete file
         cleanup.discard(tmp)
 
 
 def _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tokens, recent_tokens, calib_data,
-           calib_tokens, objective, fold_v, folded, n_layer, progress, delay, means, plans) -> None:
+           calib_tokens, objective, fold_v, folded, n_layer, progress, delay, means, plans, rot_q=None) -> None:
     """The body of :func:`write_oscar_gguf`: everything into ``tmp``."""
     import time
     writer = gguf.GGUFWriter(str(tmp), arch=arch, endianess=reader.endianess)
@@ -351,7 +370,8 @@ def _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tok
         writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
     new = []
     for i in range(n_layer):
-        for fmt, arr in ((ROT_K, rot_k[i]), (ROT_V, rot_v[i])):
+        rots = ((ROT_K, rot_k[i]), (ROT_V, rot_v[i])) + (() if rot_q is None else ((ROT_Q, rot_q[i]),))
+        for fmt, arr in rots:
             if fold_v and fmt == ROT_V:
                 continue
             new.append(arr)
@@ -377,6 +397,26 @@ def _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tok
                 bar.update(arr.nbytes)
     finally:
         writer.close()
+
+
+def read_key_query_rotations(path: str | Path, n_layer: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(R_K, R_Q)`` of a converted GGUF, float32 ``[L, D, D]`` or ``[L, Hkv, D, D]`` (llama.cpp
+    layout): R_Q from ``blk.N.attn_q_oscar_rot`` where the file has it (a key weighting; the
+    pair is checked, ``max |R_Q R_Kᵀ - I| <= 1e-3``), else None and R_K checked orthogonal.
+    Raises ``ValueError`` naming the tensor and layer."""
+    from . import limits
+    names = {t.name for t in open_reader(path).tensors}
+    fix = f"{path} is damaged or was not written by oscar-convert: convert the model again"
+    rk = [tensor_f32(path, ROT_K.format(i)) for i in range(n_layer)]
+    if ROT_Q.format(0) not in names:
+        return np.stack([limits.check_rotation(r, ROT_K.format(i), None, fix) for i, r in enumerate(rk)]), None
+    missing = [i for i in range(n_layer) if ROT_Q.format(i) not in names]
+    if missing:
+        raise ValueError(f"{path} has {ROT_Q.format(0)} but no {ROT_Q.format(missing[0])}: every layer or none "
+                         f"carries a query rotation; {fix}")
+    pairs = [limits.check_rotation_pair(r, tensor_f32(path, ROT_Q.format(i)), ROT_K.format(i), ROT_Q.format(i),
+                                        None, fix) for i, r in enumerate(rk)]
+    return np.stack([a for a, _ in pairs]), np.stack([b for _, b in pairs])
 
 
 def shape_dict(s: ModelShape) -> dict:

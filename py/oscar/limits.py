@@ -13,7 +13,11 @@ allowed range; ``fix``, where given, is appended to say what to do.
   with ``WINDOW_TOKENS_MIN <= n <= WINDOW_TOKENS_MAX`` (the runtime reads them as int32);
 - rotations (``blk.N.attn_{k,v}_oscar_rot``, float32): per layer ``[D, D]`` or
   ``[n_head_kv, D, D]``, finite, ``max |RᵀR - I| <= ROTATION_ORTHOGONALITY_TOL``, D a head
-  size oscar2 can hold;
+  size oscar2 can hold; with key weighting (``blk.N.attn_q_oscar_rot`` present) the key
+  matrix ``R_K`` is no longer orthogonal and the pair is checked instead: finite, one shape,
+  ``max |R_Q R_Kᵀ - I| <= ROTATION_ORTHOGONALITY_TOL`` (:func:`check_rotation_pair`);
+- key weightings (``weight_k`` of a rotation file, never in a GGUF): finite, symmetric,
+  positive definite, condition number ``<= WEIGHT_K_COND_MAX`` (:func:`check_key_weighting`);
 - head sizes oscar2 can hold: multiples of ``OSCAR2_BLOCK`` (it stores blocks of 64 values).
 """
 from __future__ import annotations
@@ -35,6 +39,8 @@ WINDOW_TOKENS_MIN: int = int(LIMITS["window_tokens_min"])
 WINDOW_TOKENS_MAX: int = int(LIMITS["window_tokens_max"])
 ROTATION_ORTHOGONALITY_TOL: float = float(LIMITS["rotation_orthogonality_tol"])
 OSCAR2_BLOCK: int = int(LIMITS["oscar2_block"])
+#: largest condition number of a key weighting W (a rotation file's weight_k); Python only
+WEIGHT_K_COND_MAX: float = 1e4
 CLIP_RATIO_KEYS: tuple[str, ...] = tuple(LIMITS["clip_ratio_keys"])
 WINDOW_TOKENS_KEYS: tuple[str, ...] = tuple(LIMITS["window_tokens_keys"])
 
@@ -130,3 +136,69 @@ def check_rotations(a: Any, key: str = "rot_k", n_layer: int | None = None, fix:
     if n_layer is not None and a.shape[0] != n_layer:
         raise _fail(f"{key} has rotations for {a.shape[0]} layers, the model has {n_layer}", fix)
     return np.stack([check_rotation(x, key, i, fix) for i, x in enumerate(a)]) if len(a) else a.astype(np.float32)
+
+
+def _square_stack(r: Any, where: str, what: str, fix: str | None) -> np.ndarray:
+    """``r`` as float32 ``[D, D]`` or ``[n_head_kv, D, D]`` with D a head size oscar2 holds."""
+    a = np.asarray(r)
+    if a.dtype.kind not in "fiu" or a.ndim not in (2, 3) or a.shape[-1] != a.shape[-2] or a.size == 0:
+        raise _fail(f"{where}: {what} must be a square float32 matrix [D, D] or a stack [n_head_kv, D, D], "
+                    f"got {a.dtype} shape {a.shape}", fix)
+    check_head_dim(int(a.shape[-1]), f"{where}: D", None, fix)
+    with np.errstate(over="ignore"):
+        return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def check_rotation_pair(r_k: Any, r_q: Any, key: str = "rot_k", key_q: str = "rot_q", layer: int | None = None,
+                        fix: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One layer's key and query matrices of a key weighting (``R_K = W R``, ``R_Q = W⁻¹ R``),
+    each ``[D, D]`` or ``[n_head_kv, D, D]``, returned as the float32 arrays stored: one shape,
+    finite, ``max |R_Q R_Kᵀ - I| <= ROTATION_ORTHOGONALITY_TOL`` per matrix (so that
+    ``(q R_Q)·(k R_K) = q·k``), in float64 from the float32 values."""
+    a = _square_stack(r_k, _where(key, layer), "a key rotation", fix)
+    b = _square_stack(r_q, _where(key_q, layer), "a query rotation", fix)
+    if a.shape != b.shape:
+        raise _fail(f"{_where(key_q, layer)} has shape {b.shape} but {_where(key, layer)} {a.shape}: the query "
+                    "and key rotations of a layer must have one shape", fix)
+    n = a.shape[-1]
+    for h, (mk, mq) in enumerate(zip(a.reshape(-1, n, n), b.reshape(-1, n, n))):
+        head = h if a.ndim == 3 else None
+        for k, m in ((key, mk), (key_q, mq)):
+            if not np.all(np.isfinite(m)):
+                raise _fail(f"{_where(k, layer, head)}: the rotation has NaN or Inf entries (as float32); a "
+                            "rotation must be finite", fix)
+        err = float(np.max(np.abs(mq.astype(np.float64) @ mk.astype(np.float64).T - np.eye(n))))
+        if not err <= ROTATION_ORTHOGONALITY_TOL:
+            raise _fail(f"{_where(key_q, layer, head)}: the query rotation is not the inverse transpose of the key "
+                        f"rotation {_where(key, layer, head)} (max |R_Q R_Kᵀ - I| = {err:.3g}, allowed "
+                        f"<= {ROTATION_ORTHOGONALITY_TOL:g}): attention scores would change", fix)
+    return a, b
+
+
+def check_key_weighting(w: Any, key: str = "weight_k", layer: int | None = None, fix: str | None = None) -> np.ndarray:
+    """One layer's key weighting W, ``[D, D]`` or ``[n_head_kv, D, D]``, returned float32:
+    finite, symmetric (``max |W - Wᵀ| <= 1e-5 max |W|``), positive definite with condition
+    number ``<= WEIGHT_K_COND_MAX`` (in float64)."""
+    a = np.asarray(w)
+    where = _where(key, layer)
+    if a.dtype.kind not in "fiu" or a.ndim not in (2, 3) or a.shape[-1] != a.shape[-2] or a.size == 0:
+        raise _fail(f"{where}: a key weighting must be a square float32 matrix [D, D] or a stack "
+                    f"[n_head_kv, D, D], got {a.dtype} shape {a.shape}", fix)
+    with np.errstate(over="ignore"):
+        a = np.ascontiguousarray(a, dtype=np.float32)
+    n = a.shape[-1]
+    for h, m in enumerate(a.reshape(-1, n, n)):
+        w_ = _where(key, layer, h if a.ndim == 3 else None)
+        if not np.all(np.isfinite(m)):
+            raise _fail(f"{w_} holds a non-finite value; a key weighting must be finite", fix)
+        m64 = m.astype(np.float64)
+        asym = float(np.max(np.abs(m64 - m64.T)))
+        if not asym <= 1e-5 * float(np.max(np.abs(m64))):
+            raise _fail(f"{w_} is not symmetric (max |W - Wᵀ| = {asym:.3g}, max |W| = {np.max(np.abs(m64)):.3g})", fix)
+        ev = np.linalg.eigvalsh(0.5 * (m64 + m64.T))
+        if not ev[0] > 0:
+            raise _fail(f"{w_} is not symmetric positive definite (smallest eigenvalue {ev[0]:.3g})", fix)
+        if not ev[-1] / ev[0] <= WEIGHT_K_COND_MAX:
+            raise _fail(f"{w_} is too ill-conditioned (condition number {ev[-1] / ev[0]:.3g}, allowed "
+                        f"<= {WEIGHT_K_COND_MAX:g})", fix)
+    return a

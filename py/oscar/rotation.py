@@ -15,6 +15,13 @@ is orthogonal. Values: ``v' = v @ R_V`` and the attention output is rotated back
   ``U·H`` (which belongs to the i-th largest eigen-direction) lands in output
   coordinate ``bitrev(i)``, i.e. the eigen-directions are laid out in bit-reversed
   order of decreasing eigenvalue.
+
+Key weighting (:func:`key_weighting`): keys and queries may use different matrices,
+``R_K = W·R`` and ``R_Q = W⁻¹·R`` with ``W = U·diag(d)·Uᵀ`` symmetric positive definite,
+so ``(q R_Q)·(k R_K) = q W⁻¹ R Rᵀ W kᵀ = q·k`` still holds exactly. ``d_i = (λ_i / s_i)^{1/4}``
+(``λ_i`` the query energy along ``u_i``, ``s_i = u_iᵀ Cov_K u_i`` the centred keys' variance
+there), normalised to ``mean(d_i²) = 1``: key directions the queries read are stretched and
+those they ignore shrunk, so the 2-bit levels are spent where the scores need them.
 """
 from __future__ import annotations
 
@@ -24,6 +31,11 @@ import numpy as np
 ORTHO_TOL = 1e-6
 #: largest |RᵀR - I| accepted for a rotation read from a file (float32 storage)
 ORTHO_TOL_STORED = 1e-5
+#: relative floor of λ_i and s_i in :func:`key_weighting` (of their largest value)
+WEIGHT_FLOOR = 1e-12
+#: largest spread max(d) / min(d) (the condition number of W) :func:`key_weighting` makes:
+#: keeps R_Q R_Kᵀ = I to float32 accuracy well inside the 1e-3 that llama.cpp checks
+WEIGHT_COND_MAX = 1e3
 
 
 def _check_pow2(d: int) -> None:
@@ -94,6 +106,51 @@ def rotation_from_covariance(sigma: np.ndarray) -> np.ndarray:
     r = u @ hadamard(d) @ permutation(d)
     check_orthogonal(r, ORTHO_TOL)
     return r
+
+
+def key_weighting(sigma_k: np.ndarray, cov_k: np.ndarray) -> np.ndarray:
+    """``W = U·diag(d)·Uᵀ`` (float64 ``[D, D]``, symmetric positive definite), or a stack.
+
+    sigma_k: the query second moment ``Σ_K`` (``[D, D]`` or ``[..., D, D]``; U and λ its
+    :func:`eigenbasis`, the U of :func:`rotation_from_covariance`); cov_k: the centred key
+    covariance of the same shape. ``d_i = (λ_i / s_i)^{1/4}`` with ``s_i = u_iᵀ Cov_K u_i``,
+    λ and s floored at ``WEIGHT_FLOOR`` of their largest value, d raised to at least
+    ``max(d) / WEIGHT_COND_MAX``, then scaled to ``mean(d_i²) = 1``.
+    """
+    s = np.asarray(sigma_k, dtype=np.float64)
+    c = np.asarray(cov_k, dtype=np.float64)
+    if s.shape != c.shape:
+        raise ValueError(f"Σ_K has shape {s.shape} but the key covariance {c.shape}: they must match")
+    if s.ndim > 2:
+        flat = zip(s.reshape(-1, *s.shape[-2:]), c.reshape(-1, *c.shape[-2:]))
+        return np.stack([key_weighting(a, b) for a, b in flat]).reshape(s.shape)
+    lam, u = eigenbasis(s)
+    var = np.einsum("di,de,ei->i", u, 0.5 * (c + c.T), u)
+    lam = np.maximum(lam, WEIGHT_FLOOR * max(float(lam.max()), 1e-300))
+    var = np.maximum(var, WEIGHT_FLOOR * max(float(var.max()), 1e-300))
+    d = (lam / var) ** 0.25
+    d = np.maximum(d, d.max() / WEIGHT_COND_MAX)
+    d /= np.sqrt(np.mean(d * d))
+    return (u * d) @ u.T
+
+
+def weighted_rotations(w: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(R_K, R_Q) = (W·R, W⁻¹·R)`` float64, for ``w`` and ``r`` of one shape ``[..., D, D]``
+    (rows are input dims: ``k' = k @ R_K``, ``q' = q @ R_Q``, so ``q'·k' = q·k``)."""
+    w = np.asarray(w, dtype=np.float64)
+    r = np.asarray(r, dtype=np.float64)
+    if w.shape != r.shape:
+        raise ValueError(f"key weighting has shape {w.shape} but the rotation {r.shape}: they must match")
+    return w @ r, np.linalg.solve(w, r)
+
+
+def pair_error(r_k: np.ndarray, r_q: np.ndarray) -> np.ndarray:
+    """``max |R_Q R_Kᵀ - I|`` of each matrix pair (``[..., D, D]`` each), float64, shape ``[...]``:
+    0 when ``(q R_Q)·(k R_K) = q·k`` for all q, k."""
+    r_k = np.asarray(r_k, dtype=np.float64)
+    r_q = np.asarray(r_q, dtype=np.float64)
+    p = r_q @ np.swapaxes(r_k, -1, -2) - np.eye(r_k.shape[-1])
+    return np.abs(p).max(axis=(-1, -2))
 
 
 def hadamard_rotation(d: int) -> np.ndarray:

@@ -25,7 +25,8 @@ Methods (``--methods``, options after a colon as in ``oscar:sink=0,recent=0``):
 - ``oscar``: calibrated per-layer rotations and clip ratios (zoo entry or an
   ``oscar-convert``-ed GGUF), 16-bit sink and recent windows relative to each query
   (defaults 64/256), our exact ``oscar2`` codes: what llama.cpp's ``-ctk oscar2 -ctv
-  oscar2`` computes on the converted model.
+  oscar2`` computes on the converted model. With a key weighting (``attn_q_oscar_rot``, a
+  rotation file's ``weight_k``) keys are rotated by ``R_K`` and queries by ``R_Q``.
 - ``oscar-hadamard``: the same without calibration: Hadamard rotation, no clipping,
   windows 64/256 (llama.cpp's ``oscar2`` on an unconverted model).
 - ``none``: no quantisation (the reference), through the same attention code.
@@ -270,7 +271,9 @@ def parse_methods(spec: str) -> list[Method]:
 @dataclass
 class Calibration:
     """Rotations and clip ratios (llama.cpp layout, float32): rot_k/rot_v ``[L, D, D]`` or
-    ``[L, Hkv, D, D]``; clip_k/clip_v ``[L]``; source: where they came from."""
+    ``[L, Hkv, D, D]`` (rot_k the keys' matrix ``R_K``); clip_k/clip_v ``[L]``; source: where
+    they came from; rot_q: the queries' matrix ``R_Q`` of a key weighting, rot_k's shape
+    (None: queries use rot_k)."""
     rot_k: np.ndarray
     rot_v: np.ndarray
     clip_k: np.ndarray
@@ -280,19 +283,22 @@ class Calibration:
     mean_v: np.ndarray | None = None
     plan_k: list | None = None        # cache type per layer (precision plan)
     plan_v: list | None = None
+    rot_q: np.ndarray | None = None   # [L, ...] R_Q of a key weighting (None: rot_k)
 
 
 @dataclass
 class Plan:
     """What the attention function needs for one method, per layer (torch float32):
     perm ``[D]`` (llama.cpp layout of Q/K, or None), rk/rv ``[L]`` of ``[D, D]`` or
-    ``[Hkv, D, D]`` (None: no rotation), clip_k/clip_v ``[L]`` ratios (1: none);
+    ``[Hkv, D, D]`` (None: no rotation), rq ``[L]`` the queries' matrices (the same as rk
+    unless the calibration weights its keys; empty: rk), clip_k/clip_v ``[L]`` ratios (1: none);
     llama_query: round queries as llama.cpp's CPU flash attention does (q8_0 against
     ``oscar2`` keys, f16 against 16-bit keys) instead of keeping them exact."""
     method: Method
     perm: object = None
     rk: list = field(default_factory=list)
     rv: list = field(default_factory=list)
+    rq: list = field(default_factory=list)
     clip_k: list = field(default_factory=list)
     clip_v: list = field(default_factory=list)
     block: int = 256
@@ -339,8 +345,12 @@ def make_plan(method: Method, n_layer: int, head_dim: int, perm: np.ndarray | No
                              "oscar-convert-ed GGUF), or use oscar-hadamard (data-free)")
         plan.rk = [torch.from_numpy(np.ascontiguousarray(r, dtype=np.float32)) for r in calib.rot_k]
         plan.rv = [torch.from_numpy(np.ascontiguousarray(r, dtype=np.float32)) for r in calib.rot_v]
+        if calib.rot_q is not None:
+            plan.rq = [torch.from_numpy(np.ascontiguousarray(r, dtype=np.float32)) for r in calib.rot_q]
     else:
         plan.rk = plan.rv = [None] * n_layer
+    if not plan.rq:
+        plan.rq = list(plan.rk)
     if method.clip:
         if calib is None:
             raise ValueError(f"method {method.name} clips with calibrated ratios: give --rotations")
@@ -421,7 +431,8 @@ def prepare(q, k, v, layer: int, plan: Plan) -> Prepared:
     if plan.perm is not None:  # llama.cpp's head layout (q.k is unchanged)
         q, k = q[..., plan.perm], k[..., plan.perm]
     rk, rv = plan.rk[layer], plan.rv[layer]
-    q, k, v = rotate(q, rk, hkv), rotate(k, rk, hkv), rotate(v, rv, hkv)
+    rq = plan.rq[layer] if plan.rq else rk
+    q, k, v = rotate(q, rq, hkv), rotate(k, rk, hkv), rotate(v, rv, hkv)
     if plan.mk and plan.mk[layer] is not None:  # centring (exact for attention: both tiers)
         k = k - plan.mk[layer][:, None, :]
     if plan.mv and plan.mv[layer] is not None:
@@ -589,13 +600,14 @@ def load_calibration(spec: str | Path | None, gguf: str | Path) -> Calibration |
         rot = zoo.Rotations.load(p)
         rot.validate(gguf_io.model_shape(gguf), str(p))
         pl = rot.meta.get("plan") or {}
-        return Calibration(rot.rot_k, rot.rot_v, rot.clip_k, rot.clip_v, str(p), rot.mean_k, rot.mean_v,
-                           pl.get("type_k"), pl.get("type_v"))
+        return Calibration(rot.key_matrix, rot.rot_v, rot.clip_k, rot.clip_v, str(p), rot.mean_k, rot.mean_v,
+                           pl.get("type_k"), pl.get("type_v"),
+                           rot.query_matrix if rot.weight_k is not None else None)
     r = gguf_io.open_reader(p)
     if "oscar.version" not in r.fields:
         raise ValueError(f"{p} carries no OSCAR rotations (convert it with oscar-convert)")
     n = gguf_io.model_shape(p).n_layer
-    rk = np.stack([gguf_io.tensor_f32(p, gguf_io.ROT_K.format(i)) for i in range(n)])
+    rk, rq = gguf_io.read_key_query_rotations(p, n)
     rv = np.stack([gguf_io.tensor_f32(p, gguf_io.ROT_V.format(i)) for i in range(n)])
     ck = np.asarray(r.fields["oscar.clip_k"].contents(), np.float32)
     cv = np.asarray(r.fields["oscar.clip_v"].contents(), np.float32)
@@ -606,7 +618,7 @@ def load_calibration(spec: str | Path | None, gguf: str | Path) -> Calibration |
                      if fmt.format(0) in names else None)
     pk = r.fields["oscar.cache_type_k"].contents() if "oscar.cache_type_k" in r.fields else None
     pv = r.fields["oscar.cache_type_v"].contents() if "oscar.cache_type_v" in r.fields else None
-    return Calibration(rk, rv, ck, cv, str(p), means[0], means[1], pk, pv)
+    return Calibration(rk, rv, ck, cv, str(p), means[0], means[1], pk, pv, rq)
 
 
 @dataclass

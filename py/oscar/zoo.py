@@ -10,6 +10,10 @@ A rotation file holds, for one model (all in llama.cpp's head layout):
 - ``clip_k``, ``clip_v``: ``[L]`` clip ratios (:func:`oscar.clip.clip_rows`).
 - ``mean_k``, ``mean_v`` (optional): ``[L, Hkv, D]`` float32 centring means in rotated
   coordinates (:func:`oscar.calibrate.rotated_means`); absent in files made without centring.
+- ``weight_k`` (optional): the key weighting W (:func:`oscar.rotation.key_weighting`), same
+  shape as ``rot_k``, always float32, symmetric positive definite: keys use
+  ``R_K = W @ rot_k`` and queries ``R_Q = W⁻¹ @ rot_k`` (:attr:`Rotations.key_matrix`,
+  :attr:`Rotations.query_matrix`); ``rot_k`` itself stays orthogonal. Absent: both use ``rot_k``.
 - ``meta``: a JSON string: ``arch``, ``n_layer``, ``n_head``, ``n_head_kv``,
   ``head_dim``, ``fingerprint`` (:func:`oscar.gguf_io.model_shape`), ``per_head``,
   ``sink_tokens``, ``recent_tokens``, ``calibration`` (``data``, ``tokens``,
@@ -69,7 +73,10 @@ FILE_FIX = ("recompute it (oscar-convert MODEL --rotations calibrate --save-rota
 ST_META_KEY = "oscar.meta"
 #: the arrays of a rotation file, and those it may hold
 ARRAYS = ("rot_k", "rot_v", "clip_k", "clip_v")
-OPTIONAL_ARRAYS = ("mean_k", "mean_v")
+MEANS = ("mean_k", "mean_v")
+OPTIONAL_ARRAYS = (*MEANS, "weight_k")
+#: what to do about a key weighting that is refused
+WEIGHT_FIX = "calibrate again with oscar-convert MODEL --rotations calibrate (--save-rotations FILE.npz)"
 #: meta keys that must be integers (>= 0) where present
 _META_INTS = ("n_layer", "n_head", "n_head_kv", "head_dim")
 
@@ -84,16 +91,35 @@ class Rotations:
     meta: dict = field(default_factory=dict)
     mean_k: np.ndarray | None = None
     mean_v: np.ndarray | None = None
+    weight_k: np.ndarray | None = None
 
     @property
     def per_head(self) -> bool:
         return self.rot_k.ndim == 4
 
+    @property
+    def key_matrix(self) -> np.ndarray:
+        """``R_K = W @ rot_k`` (float32, rot_k's shape; ``k' = k @ R_K``), computed in float64;
+        ``rot_k`` itself without a key weighting."""
+        if self.weight_k is None:
+            return np.asarray(self.rot_k, np.float32)
+        return (np.asarray(self.weight_k, np.float64) @ np.asarray(self.rot_k, np.float64)).astype(np.float32)
+
+    @property
+    def query_matrix(self) -> np.ndarray:
+        """``R_Q = W⁻¹ @ rot_k`` (float32, rot_k's shape; ``q' = q @ R_Q``), computed in float64;
+        ``rot_k`` itself without a key weighting."""
+        if self.weight_k is None:
+            return np.asarray(self.rot_k, np.float32)
+        w = np.asarray(self.weight_k, np.float64)
+        return np.linalg.solve(w, np.asarray(self.rot_k, np.float64)).astype(np.float32)
+
     def save(self, path: str | Path, half: bool = False) -> Path:
         """Write a rotation file: safetensors when ``path`` ends with ``.safetensors``, else an
         ``.npz`` (``.npz`` appended to a name without it, as numpy does). The rotations as
         float32, or float16 with ``half`` (half the size; restored to orthogonal on
-        :meth:`load`), the clip ratios as float32, the JSON meta. Atomic: written to a
+        :meth:`load`), the clip ratios, centring means and key weighting as float32 (the weighting
+        is not orthogonal, so never float16), the JSON meta. Atomic: written to a
         temporary beside it and renamed (:mod:`oscar.atomic`), so an interrupted save leaves
         the old file (or none). Returns the path written."""
         from . import atomic
@@ -147,14 +173,15 @@ class Rotations:
         except ValueError as e:
             raise BadRotationFile(f"rotation file {path}: meta is not JSON ({e}); {FILE_FIX}") from e
         r = Rotations._from_arrays(path, rk, rv, clip_k, clip_v, meta, restore)
-        r.mean_k, r.mean_v = (optional.get(k) for k in OPTIONAL_ARRAYS)
+        r.mean_k, r.mean_v, r.weight_k = (optional.get(k) for k in OPTIONAL_ARRAYS)
         r.check_means(f"rotation file {path}")
+        r.check_weight_k(f"rotation file {path}")
         return r
 
     def check_means(self, source: str = "rotations") -> None:
         """Raise :class:`BadRotationFile` unless the centring means (where present) are finite
         float ``[L, Hkv, D]`` arrays with the rotations' L and D."""
-        for name in OPTIONAL_ARRAYS:
+        for name in MEANS:
             a = getattr(self, name)
             if a is None:
                 continue
@@ -167,6 +194,22 @@ class Rotations:
             if len(bad):
                 raise BadRotationFile(f"{source}: {name} of layer {int(bad[0][0])} holds a non-finite value; {FILE_FIX}")
             setattr(self, name, a.astype(np.float32))
+
+    def check_weight_k(self, source: str = "rotations") -> None:
+        """Raise :class:`BadRotationFile` naming ``source``, the layer and the fix unless the key
+        weighting (where present) has rot_k's shape and every layer's (and head's) W is finite,
+        symmetric and positive definite with a bounded condition number
+        (:func:`oscar.limits.check_key_weighting`). Stored back as float32."""
+        if self.weight_k is None:
+            return
+        a = np.asarray(self.weight_k)
+        if a.shape != np.shape(self.rot_k) or a.dtype.kind != "f":
+            raise BadRotationFile(f"{source}: weight_k has {a.dtype} shape {a.shape}; expected float32 of rot_k's "
+                                  f"shape {np.shape(self.rot_k)}; {WEIGHT_FIX}")
+        try:
+            self.weight_k = np.stack([limits.check_key_weighting(x, "weight_k", i) for i, x in enumerate(a)])
+        except ValueError as e:
+            raise BadRotationFile(f"{source}: {e}; {WEIGHT_FIX}") from e
 
     @staticmethod
     def _from_arrays(path: Path, rk: np.ndarray, rv: np.ndarray, clip_k: np.ndarray, clip_v: np.ndarray,
@@ -243,6 +286,7 @@ class Rotations:
             self.clip_v = limits.check_clip_ratios(self.clip_v, "clip_v")
         except ValueError as e:
             raise bad(str(e)) from e
+        self.check_weight_k(source)
 
     def validate(self, shape: ModelShape, source: str = "rotation file") -> None:
         """Raise :class:`RotationMismatch` (naming what differs and the fix) unless these
@@ -492,7 +536,8 @@ tags:
 Calibrated rotations and clip ratios for OSCAR's 2-bit KV cache (`oscar2`) in llama.cpp:
 {n} model(s), one safetensors file each, listed in `manifest.json`. Each file holds, in
 llama.cpp's head layout, `rot_k` and `rot_v` (`[n_layer, D, D]`, or `[n_layer, n_head_kv, D, D]`
-per KV head) and `clip_k`, `clip_v` (`[n_layer]`); its header key `oscar.meta` is the JSON
+per KV head), `clip_k`, `clip_v` (`[n_layer]`) and, where calibrated with a key weighting,
+`weight_k` (W, keys use `W @ rot_k` and queries `W^-1 @ rot_k`); its header key `oscar.meta` is the JSON
 record of the model and the calibration. The files read with `safetensors.numpy` and
 `safetensors.torch` alike.
 
