@@ -435,3 +435,39 @@ def test_equal_memory_bad_input(smollm2, tmp_path, capsys):
     assert "--max-batch 300" in capsys.readouterr().err
     assert bench.main([str(smollm2), "--equal-memory", "64", "--bin-dir", str(tmp_path)]) == 1
     assert "llama-batched-bench does not exist" in capsys.readouterr().err
+
+
+def test_synth_key_weighting(tmp_path, capfd):
+    """--key-weighting writes a calibration's key weighting: R_K = W R (not orthogonal) and
+    attn_q_oscar_rot = W^-1 R with R_Q R_K^T = I per layer; llama.cpp loads it ("keys
+    weighted") and q.k is unchanged: an f16 cache rotated anyway (LLAMA_OSCAR_ROT_16BIT) gives
+    the logits of the model without rotations up to float rounding; without --oscar it is refused."""
+    import gguf
+    from oscar import gguf_io
+    plain, kw = tmp_path / "plain.gguf", tmp_path / "kw.gguf"
+    assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "-o", str(plain)]) == 0
+    assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "--oscar", "--key-weighting",
+                           "-o", str(kw)]) == 0
+    tensors = {t.name: t for t in gguf.GGUFReader(str(kw)).tensors}
+    for il in range(2):
+        rk = np.asarray(tensors[gguf_io.ROT_K.format(il)].data, dtype=np.float64).reshape(64, 64)
+        rq = np.asarray(tensors[gguf_io.ROT_Q.format(il)].data, dtype=np.float64).reshape(64, 64)
+        assert np.abs(rq @ rk.T - np.eye(64)).max() < 1e-4
+        assert np.abs(rk @ rk.T - np.eye(64)).max() > 0.1  # the keys' matrix is not a rotation
+    script = (
+        "import sys, numpy as np, oscar\n"
+        "llm = oscar.load(sys.argv[1], kv='f16', n_ctx=256, logits_all=True, verbose=True)\n"
+        "llm.eval(llm.tokenize(b'the quick brown fox jumps over the lazy dog'))\n"
+        "np.save(sys.argv[2], np.array(llm.scores[: llm.n_tokens]))\n")
+    env = {**os.environ, "LLAMA_OSCAR_ROT_16BIT": "1"}
+    outs = {}
+    for name, path in (("plain", plain), ("kw", kw)):
+        p = subprocess.run([sys.executable, "-c", script, str(path), str(tmp_path / f"{name}.npy")],
+                           capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]
+        outs[name] = np.load(tmp_path / f"{name}.npy")
+        if name == "kw":
+            assert "keys weighted" in p.stderr, p.stderr[-2000:]
+    assert np.abs(outs["kw"] - outs["plain"]).max() < 1e-3 * np.abs(outs["plain"]).max()
+    assert synthetic.main(["tiny-hd64", "--key-weighting", "-o", str(tmp_path / "x.gguf")]) == 1
+    assert not (tmp_path / "x.gguf").exists()

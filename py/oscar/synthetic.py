@@ -59,9 +59,16 @@ def random_rotations(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
+def random_key_weightings(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` random key weightings ``W = U diag(w) Uᵀ`` (symmetric positive definite, w in
+    [0.3, 3], U random orthogonal), float64 ``[n, d, d]``."""
+    u = random_rotations(n, d, rng).astype(np.float64)
+    return np.einsum("nij,nj,nkj->nik", u, rng.uniform(0.3, 3.0, (n, d)), u)
+
+
 def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0, oscar: bool = False,
           fold_v: bool = False, centre: bool = False, k_q4_0_layers: tuple[int, ...] = (),
-          k_q8_0_layers: tuple[int, ...] = ()) -> Path:
+          k_q8_0_layers: tuple[int, ...] = (), key_weighting: bool = False) -> Path:
     """Write a llama-architecture GGUF with geometry ``g`` and random weights.
 
     weight_type: ``f32``, ``f16``, ``q8_0`` or ``q4_0`` for the matrices (quantised with
@@ -81,12 +88,16 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     k_q4_0_layers, k_q8_0_layers (with oscar): a precision plan, ``oscar.cache_type_k`` naming
     q4_0 (q8_0) for these layers and oscar2 for the others (V oscar2 everywhere), the shape of
     the zoo's plans at 3.0 bits per value.
+    key_weighting (with oscar): keys take ``W R`` and queries ``W⁻¹ R``
+    (``blk.N.attn_q_oscar_rot``) with a random symmetric positive definite W per layer, as a
+    calibration with its key weighting writes them.
     """
     if fold_v and not oscar:
         raise ValueError("fold_v needs oscar (a folded V rotation is part of a converted model)")
     k_types = {**{il: "q4_0" for il in k_q4_0_layers}, **{il: "q8_0" for il in k_q8_0_layers}}
-    if (centre or k_types) and not oscar:
-        raise ValueError("--centre and --k-q4_0-layers/--k-q8_0-layers need --oscar (they belong to a converted model)")
+    if (centre or k_types or key_weighting) and not oscar:
+        raise ValueError("--centre, --key-weighting and --k-q4_0-layers/--k-q8_0-layers need --oscar "
+                         "(they belong to a converted model)")
     if set(k_q4_0_layers) & set(k_q8_0_layers):
         raise ValueError(f"layer {min(set(k_q4_0_layers) & set(k_q8_0_layers))} is named by both --k-q4_0-layers "
                          "and --k-q8_0-layers; a layer's K has one type")
@@ -121,7 +132,7 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     if oscar:
-        from .gguf_io import MEAN_K, MEAN_V, OSCAR_VERSION, ROT_K, ROT_V
+        from .gguf_io import MEAN_K, MEAN_V, OSCAR_VERSION, ROT_K, ROT_Q, ROT_V
         w.add_uint32("oscar.version", OSCAR_VERSION)
         w.add_array("oscar.clip_k", [SYNTH_CLIP] * g.n_layer)
         w.add_array("oscar.clip_v", [SYNTH_CLIP] * g.n_layer)
@@ -133,6 +144,13 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
         if fold_v:
             w.add_bool("oscar.v_rotation_folded", True)
         rots = random_rotations(2 * g.n_layer, g.head_dim, np.random.default_rng(seed + 1))
+        rot_q = None
+        if key_weighting:
+            from .rotation import weighted_rotations
+            wk = random_key_weightings(g.n_layer, g.head_dim, np.random.default_rng(seed + 3))
+            r_k, r_q = weighted_rotations(wk, rots[0::2].astype(np.float64))
+            rots[0::2] = r_k.astype(np.float32)
+            rot_q = r_q.astype(np.float32)
         if k_types:
             w.add_array("oscar.cache_type_k", [k_types.get(il, "oscar2") for il in range(g.n_layer)])
             w.add_array("oscar.cache_type_v", ["oscar2"] * g.n_layer)
@@ -173,6 +191,8 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
         add(p + "ffn_down.weight", matrix(g.n_embd, g.n_ff))
         if oscar:
             w.add_tensor(ROT_K.format(il), rots[2 * il])
+            if rot_q is not None:
+                w.add_tensor(ROT_Q.format(il), rot_q[il])
             if not fold_v:
                 w.add_tensor(ROT_V.format(il), rots[2 * il + 1])
             if means is not None:
@@ -212,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
                          "(no V rotation at run time)")
     ap.add_argument("--centre", action="store_true",
                     help="with --oscar: also random centring means per layer and KV head, as a calibrated conversion carries")
+    ap.add_argument("--key-weighting", action="store_true",
+                    help="with --oscar: keys rotated by W R and queries by W^-1 R (attn_q_oscar_rot) with a random "
+                         "symmetric positive definite W per layer, as a calibration's key weighting writes them")
     ap.add_argument("--k-q4_0-layers", metavar="L,L,...", default="",
                     help="with --oscar: a precision plan storing these layers' K in q4_0 (every other K and V in oscar2), "
                          "as the zoo's plans do at 3.0 bits per value; e.g. 0,1,35")
@@ -244,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     try:
         write(out, g, a.weights, a.seed, oscar=a.oscar, fold_v=a.fold_v, centre=a.centre,
-              k_q4_0_layers=layer_lists["--k-q4_0-layers"], k_q8_0_layers=layer_lists["--k-q8_0-layers"])
+              k_q4_0_layers=layer_lists["--k-q4_0-layers"], k_q8_0_layers=layer_lists["--k-q8_0-layers"],
+              key_weighting=a.key_weighting)
     except ValueError as e:  # options that do not fit the geometry, refused before anything is written
         out.unlink(missing_ok=True)
         print(f"oscar-synth: error: {e}", file=sys.stderr)
@@ -253,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         out.unlink(missing_ok=True)  # never leave a truncated model behind
         raise
     print(f"oscar-synth: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
-          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}{', centred' if a.centre else ''}{f', K q4_0 in layers {a.k_q4_0_layers}' if layer_lists['--k-q4_0-layers'] else ''}{f', K q8_0 in layers {a.k_q8_0_layers}' if layer_lists['--k-q8_0-layers'] else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
+          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}{', centred' if a.centre else ''}{', keys weighted' if a.key_weighting else ''}{f', K q4_0 in layers {a.k_q4_0_layers}' if layer_lists['--k-q4_0-layers'] else ''}{f', K q8_0 in layers {a.k_q8_0_layers}' if layer_lists['--k-q8_0-layers'] else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
           f"in {time.time() - t0:.1f} s", file=sys.stderr)
     return 0
 
