@@ -201,15 +201,6 @@ def permute_weighting(w: np.ndarray, perm: np.ndarray) -> np.ndarray:
     return w[..., perm, :][..., :, perm]
 
 
-def to_gguf_layout(model, gguf_path: str | Path, info: capture.ModelInfo, rot_k: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Re-express key rotations in the GGUF's head layout (rows permuted for llama-style
-    conversions); values are never permuted by the converters."""
-    perm = key_permutation(model, gguf_path, info)
-    if perm is None:
-        return rot_k, False
-    return permute_rotation(rot_k, perm), True
-
-
 @dataclass
 class Captured:
     """A loaded model and its calibration capture (what :func:`finish` needs)."""

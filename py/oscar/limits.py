@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from .rotation import pair_error
+
 #: everything in limits.json, as read
 LIMITS: dict[str, Any] = json.loads(resources.files(__package__).joinpath("limits.json").read_text(encoding="utf-8"))
 
@@ -167,7 +169,7 @@ def check_rotation_pair(r_k: Any, r_q: Any, key: str = "rot_k", key_q: str = "ro
             if not np.all(np.isfinite(m)):
                 raise _fail(f"{_where(k, layer, head)}: the rotation has NaN or Inf entries (as float32); a "
                             "rotation must be finite", fix)
-        err = float(np.max(np.abs(mq.astype(np.float64) @ mk.astype(np.float64).T - np.eye(n))))
+        err = float(pair_error(mk, mq))
         if not err <= ROTATION_ORTHOGONALITY_TOL:
             raise _fail(f"{_where(key_q, layer, head)}: the query rotation is not the inverse transpose of the key "
                         f"rotation {_where(key, layer, head)} (max |R_Q R_Kᵀ - I| = {err:.3g}, allowed "
