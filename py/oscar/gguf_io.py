@@ -263,15 +263,9 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
             or np.shape(clip_k) != (n_layer,) or np.shape(clip_v) != (n_layer,):
         raise ValueError(f"rotations {rot_k.shape}/{rot_v.shape} and clips {np.shape(clip_k)}/{np.shape(clip_v)} "
                          f"do not match the model's {n_layer} layers")
-    if rot_q is None:
-        rot_k = np.stack([limits.check_rotation(r, ROT_K.format(i), None, fix) for i, r in enumerate(rot_k)])
-    else:
-        rot_q = np.asarray(rot_q)
-        if rot_q.shape != rot_k.shape:
-            raise ValueError(f"query rotations {rot_q.shape} and key rotations {rot_k.shape} differ in shape; {fix}")
-        pairs = [limits.check_rotation_pair(r, q, ROT_K.format(i), ROT_Q.format(i), None, fix)
-                 for i, (r, q) in enumerate(zip(rot_k, rot_q))]
-        rot_k, rot_q = np.stack([a for a, _ in pairs]), np.stack([b for _, b in pairs])
+    if rot_q is not None and np.shape(rot_q) != rot_k.shape:
+        raise ValueError(f"query rotations {np.shape(rot_q)} and key rotations {rot_k.shape} differ in shape; {fix}")
+    rot_k, rot_q = checked_key_rotations(rot_k, rot_q, fix)
     rot_v = np.stack([limits.check_rotation(r, ROT_V.format(i), None, fix) for i, r in enumerate(rot_v)])
     clip_k = limits.check_clip_ratios(clip_k, "oscar.clip_k", n_layer, fix)
     clip_v = limits.check_clip_ratios(clip_v, "oscar.clip_v", n_layer, fix)
@@ -404,18 +398,27 @@ def read_key_query_rotations(path: str | Path, n_layer: int) -> tuple[np.ndarray
     layout): R_Q from ``blk.N.attn_q_oscar_rot`` where the file has it (a key weighting; the
     pair is checked, ``max |R_Q R_Kᵀ - I| <= 1e-3``), else None and R_K checked orthogonal.
     Raises ``ValueError`` naming the tensor and layer."""
-    from . import limits
     names = {t.name for t in open_reader(path).tensors}
     fix = f"{path} is damaged or was not written by oscar-convert: convert the model again"
     rk = [tensor_f32(path, ROT_K.format(i)) for i in range(n_layer)]
     if ROT_Q.format(0) not in names:
-        return np.stack([limits.check_rotation(r, ROT_K.format(i), None, fix) for i, r in enumerate(rk)]), None
+        return checked_key_rotations(rk, None, fix)
     missing = [i for i in range(n_layer) if ROT_Q.format(i) not in names]
     if missing:
         raise ValueError(f"{path} has {ROT_Q.format(0)} but no {ROT_Q.format(missing[0])}: every layer or none "
                          f"carries a query rotation; {fix}")
-    pairs = [limits.check_rotation_pair(r, tensor_f32(path, ROT_Q.format(i)), ROT_K.format(i), ROT_Q.format(i),
-                                        None, fix) for i, r in enumerate(rk)]
+    return checked_key_rotations(rk, [tensor_f32(path, ROT_Q.format(i)) for i in range(n_layer)], fix)
+
+
+def checked_key_rotations(rot_k, rot_q, fix: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The layers' key rotations as float32 stacks, checked against llama.cpp's limits: each
+    orthogonal (``rot_q`` None), or each layer's pair of a key weighting ``R_Q R_Kᵀ = I``
+    (:func:`oscar.limits.check_rotation_pair`); ``(R_K, R_Q or None)``. ``fix`` ends every error."""
+    from . import limits
+    if rot_q is None:
+        return np.stack([limits.check_rotation(r, ROT_K.format(i), None, fix) for i, r in enumerate(rot_k)]), None
+    pairs = [limits.check_rotation_pair(r, q, ROT_K.format(i), ROT_Q.format(i), None, fix)
+             for i, (r, q) in enumerate(zip(rot_k, rot_q))]
     return np.stack([a for a, _ in pairs]), np.stack([b for _, b in pairs])
 
 
