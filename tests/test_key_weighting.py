@@ -189,13 +189,62 @@ def test_rotation_file_round_trip_with_weight_k(tmp_path, suffix, half, per_head
     f = r.save(tmp_path / f"rot{suffix}", half=half)
     back = zoo.Rotations.load(f)
     assert back.weight_k is not None and back.weight_k.dtype == np.float32
-    np.testing.assert_array_equal(back.weight_k, r.weight_k)  # never rounded to float16
+    # stored as its scales in rot_k's eigenbasis (D values a matrix, not D x D)
+    if suffix == ".npz":
+        with np.load(f) as z:
+            assert z["weight_k"].shape == r.rot_k.shape[:-1] and z["weight_k"].dtype == np.float32
+    d, _ = rot.weighting_scales(r.weight_k, r.rot_k)
+    np.testing.assert_allclose(rot.weighting_scales(back.weight_k, back.rot_k)[0], d, rtol=1e-5)
+    np.testing.assert_allclose(back.weight_k, r.weight_k, atol=2e-3 if half else 1e-5)
     assert rot.orthogonality_error(back.rot_k) < 1e-5
     assert rot.pair_error(back.key_matrix, back.query_matrix).max() < 1e-5
-    tol = 2e-3 if half else 1e-6
+    tol = 2e-3 if half else 1e-5
     np.testing.assert_allclose(back.key_matrix, r.key_matrix, atol=tol)
     np.testing.assert_allclose(back.query_matrix, r.query_matrix, atol=tol * 10)
     np.testing.assert_allclose(back.key_matrix, back.weight_k.astype(np.float64) @ back.rot_k, atol=1e-6)
+
+
+def test_weighting_scales_rebuild_the_weighting():
+    """W = U diag(d) U^T with U = R (H P)^T: the scales of key_weighting's W in the basis of
+    rotation_from_covariance's R rebuild W, in the GGUF's permuted layout as well."""
+    g = np.random.default_rng(11)
+    sk, ck = _stack(g, 3), _stack(g, 3)
+    r, w = rot.rotation_from_covariance(sk), rot.key_weighting(sk, ck)
+    d, residual = rot.weighting_scales(w, r)
+    assert residual < 1e-12 and d.shape == (3, D) and (d > 0).all()
+    np.testing.assert_allclose(rot.weighting_from_scales(d, r), w, atol=1e-12)
+    perm = g.permutation(D)
+    w_g = w[:, perm][:, :, perm]
+    np.testing.assert_allclose(rot.weighting_from_scales(d, r[:, perm]), w_g, atol=1e-12)
+    # a W that is not diagonal in R's basis is told apart (and kept whole by save)
+    assert rot.weighting_scales(w, rot.rotation_from_covariance(ck))[1] > 1e-2
+
+
+def test_rotation_file_keeps_a_weighting_of_another_basis_whole(tmp_path):
+    r = _rotations()
+    g = np.random.default_rng(12)
+    r.weight_k = rot.key_weighting(_stack(g, 3), _stack(g, 3)).astype(np.float32)  # not rot_k's basis
+    back = zoo.Rotations.load(r.save(tmp_path / "whole.npz"))
+    with np.load(tmp_path / "whole.npz") as z:
+        assert z["weight_k"].shape == r.rot_k.shape
+    np.testing.assert_array_equal(back.weight_k, r.weight_k)
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda d: d * np.r_[1.0, -1.0, 1.0][:, None], "weight_k[1] (layer 1) is not symmetric positive definite"),
+    (lambda d: np.where(np.arange(D) == 5, np.nan, d), "weight_k[0] (layer 0) holds a non-finite value"),
+    (lambda d: d * np.geomspace(1.0, 1e6, D), "weight_k[0] (layer 0) is too ill-conditioned"),
+    (lambda d: d[:, :-1], "weight_k has float32 shape (3, 63)"),
+], ids=["negative", "nan", "ill-conditioned", "shape"])
+def test_rotation_file_refuses_bad_weight_scales(tmp_path, edit, msg):
+    r = _rotations()
+    d, _ = rot.weighting_scales(r.weight_k, r.rot_k)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, rot_k=r.rot_k, rot_v=r.rot_v, clip_k=r.clip_k, clip_v=r.clip_v,
+             weight_k=np.ascontiguousarray(edit(d), np.float32), meta=np.array(json.dumps(r.meta)))
+    with pytest.raises(zoo.BadRotationFile) as e:
+        zoo.Rotations.load(bad)
+    assert msg in str(e.value) and str(bad) in str(e.value) and "--rotations calibrate" in str(e.value)
 
 
 def test_rotation_file_without_weight_k_loads_as_before(tmp_path):

@@ -319,6 +319,7 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
                     meta, mean_k=None if mk is None else mk.astype(np.float32),
                     mean_v=None if mv is None else mv.astype(np.float32),
                     weight_k=None if wk_gguf is None else wk_gguf.astype(np.float32))
+    rot.settle_weight_k()
     return rot, rep
 
 

@@ -134,6 +134,33 @@ def key_weighting(sigma_k: np.ndarray, cov_k: np.ndarray) -> np.ndarray:
     return (u * d) @ u.T
 
 
+def weighting_basis(r: np.ndarray) -> np.ndarray:
+    """The eigenbasis U of a calibrated rotation ``R = U·H·P`` (``[..., D, D]``): ``U = R·(H·P)ᵀ``
+    (float64, same shape). Holds for a key rotation in the GGUF layout too (rows permuted alike)."""
+    r = np.asarray(r, dtype=np.float64)
+    d = r.shape[-1]
+    return r @ (hadamard(d) @ permutation(d)).T
+
+
+def weighting_scales(w: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, float]:
+    """The scales d of a key weighting ``W = U·diag(d)·Uᵀ`` in the basis of ``r``
+    (:func:`weighting_basis`; ``w``, ``r`` ``[..., D, D]``): ``(d [..., D] float64, residual)``,
+    residual the largest off-diagonal of ``Uᵀ W U`` relative to ``max |d|`` (0 when W is
+    diagonal in that basis, as :func:`key_weighting` makes it)."""
+    u = weighting_basis(r)
+    m = np.swapaxes(u, -1, -2) @ np.asarray(w, dtype=np.float64) @ u
+    d = np.diagonal(m, axis1=-2, axis2=-1).copy()
+    off = m - d[..., :, None] * np.eye(m.shape[-1])
+    return d, float(np.abs(off).max() / max(float(np.abs(d).max()), 1e-300))
+
+
+def weighting_from_scales(d: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """``W = U·diag(d)·Uᵀ`` (float64 ``[..., D, D]``) with U the basis of ``r`` (:func:`weighting_basis`);
+    d ``[..., D]`` as :func:`weighting_scales` returns."""
+    u = weighting_basis(r)
+    return (u * np.asarray(d, dtype=np.float64)[..., None, :]) @ np.swapaxes(u, -1, -2)
+
+
 def weighted_rotations(w: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(R_K, R_Q) = (W·R, W⁻¹·R)`` float64, for ``w`` and ``r`` of one shape ``[..., D, D]``
     (rows are input dims: ``k' = k @ R_K``, ``q' = q @ R_Q``, so ``q'·k' = q·k``)."""

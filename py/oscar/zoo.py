@@ -10,10 +10,15 @@ A rotation file holds, for one model (all in llama.cpp's head layout):
 - ``clip_k``, ``clip_v``: ``[L]`` clip ratios (:func:`oscar.clip.clip_rows`).
 - ``mean_k``, ``mean_v`` (optional): ``[L, Hkv, D]`` float32 centring means in rotated
   coordinates (:func:`oscar.calibrate.rotated_means`); absent in files made without centring.
-- ``weight_k`` (optional): the key weighting W (:func:`oscar.rotation.key_weighting`), same
-  shape as ``rot_k``, always float32, symmetric positive definite: keys use
-  ``R_K = W @ rot_k`` and queries ``R_Q = W⁻¹ @ rot_k`` (:attr:`Rotations.key_matrix`,
-  :attr:`Rotations.query_matrix`); ``rot_k`` itself stays orthogonal. Absent: both use ``rot_k``.
+- ``weight_k`` (optional): the key weighting W (:func:`oscar.rotation.key_weighting`),
+  symmetric positive definite: keys use ``R_K = W @ rot_k`` and queries ``R_Q = W⁻¹ @ rot_k``
+  (:attr:`Rotations.key_matrix`, :attr:`Rotations.query_matrix`); ``rot_k`` itself stays
+  orthogonal. Absent: both use ``rot_k``. Stored float32 as its scales d, ``[L, D]`` or
+  ``[L, Hkv, D]``: ``W = U diag(d) Uᵀ`` in the eigenbasis ``U = rot_k (H P)ᵀ`` of the
+  calibrated ``rot_k = U H P`` (:func:`oscar.rotation.weighting_from_scales`), so a float16
+  ``rot_k`` restored on load carries its W with it and the pair stays exact; a W that is not
+  diagonal in that basis is stored whole (``rot_k``'s shape), and both forms are read. In
+  memory ``weight_k`` is always the whole W.
 - ``meta``: a JSON string: ``arch``, ``n_layer``, ``n_head``, ``n_head_kv``,
   ``head_dim``, ``fingerprint`` (:func:`oscar.gguf_io.model_shape`), ``per_head``,
   ``sink_tokens``, ``recent_tokens``, ``calibration`` (``data``, ``tokens``,
@@ -41,7 +46,8 @@ import numpy as np
 from . import limits
 from .gguf_io import ModelShape
 from .paths import ROOT
-from .rotation import ORTHO_TOL_STORED, check_orthogonal, nearest_orthogonal, orthogonality_error
+from .rotation import (ORTHO_TOL_STORED, check_orthogonal, nearest_orthogonal, orthogonality_error,
+                       weighting_from_scales, weighting_scales)
 
 #: how far from orthogonal float16-stored rotations may be (their rounding gives ~3e-4 for D = 256)
 ORTHO_TOL_HALF = 4e-3
@@ -77,6 +83,8 @@ MEANS = ("mean_k", "mean_v")
 OPTIONAL_ARRAYS = (*MEANS, "weight_k")
 #: what to do about a key weighting that is refused
 WEIGHT_FIX = "calibrate again with oscar-convert MODEL --rotations calibrate (--save-rotations FILE.npz)"
+#: largest off-diagonal of Uᵀ W U (relative to max d) for which a key weighting is stored as its scales
+WEIGHT_DIAG_TOL = 1e-4
 #: meta keys that must be integers (>= 0) where present
 _META_INTS = ("n_layer", "n_head", "n_head_kv", "head_dim")
 
@@ -92,6 +100,8 @@ class Rotations:
     mean_k: np.ndarray | None = None
     mean_v: np.ndarray | None = None
     weight_k: np.ndarray | None = None
+    #: (scales, W) when weight_k was built from stored scales: saved again as those scales, bit for bit
+    _weight_scales: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def per_head(self) -> bool:
@@ -131,9 +141,11 @@ class Rotations:
         arrays = {"rot_k": np.ascontiguousarray(self.rot_k, rt), "rot_v": np.ascontiguousarray(self.rot_v, rt),
                   "clip_k": np.ascontiguousarray(self.clip_k, np.float32),
                   "clip_v": np.ascontiguousarray(self.clip_v, np.float32)}
-        for name in OPTIONAL_ARRAYS:
+        for name in MEANS:
             if getattr(self, name) is not None:
                 arrays[name] = np.ascontiguousarray(getattr(self, name), np.float32)
+        if self.weight_k is not None:
+            arrays["weight_k"] = np.ascontiguousarray(self.stored_weight_k(), np.float32)
         meta = json.dumps(self.meta, sort_keys=True)
         atomic.remove_stale(path, "oscar", "oscar")
         with atomic.Cleanup() as cleanup:
@@ -147,6 +159,22 @@ class Rotations:
             os.replace(tmp, path)
             cleanup.discard(tmp)
         return path
+
+    def stored_weight_k(self) -> np.ndarray:
+        """What :meth:`save` writes for ``weight_k``: its scales d (``rot_k``'s shape less the last
+        axis) when W is diagonal in the basis of ``rot_k`` to :data:`WEIGHT_DIAG_TOL`, else W whole."""
+        if self._weight_scales is not None and self._weight_scales[1] is self.weight_k:
+            return self._weight_scales[0]
+        d, residual = weighting_scales(self.weight_k, self.rot_k)
+        return d if residual <= WEIGHT_DIAG_TOL else np.asarray(self.weight_k)
+
+    def settle_weight_k(self) -> None:
+        """Make ``weight_k`` the W a float32 :meth:`save` and :meth:`load` give back (rebuilt from
+        its float32 scales), so that a converted GGUF and one converted again from the saved
+        file hold identical tensors. Moves W by float32 rounding."""
+        if self.weight_k is not None:
+            self.weight_k = self.stored_weight_k().astype(np.float32)
+            self.check_weight_k()
 
     @staticmethod
     def load(path: str | Path, restore: bool = True) -> "Rotations":
@@ -197,17 +225,24 @@ class Rotations:
 
     def check_weight_k(self, source: str = "rotations") -> None:
         """Raise :class:`BadRotationFile` naming ``source``, the layer and the fix unless the key
-        weighting (where present) has rot_k's shape and every layer's (and head's) W is finite,
-        symmetric and positive definite with a bounded condition number
-        (:func:`oscar.limits.check_key_weighting`). Stored back as float32."""
+        weighting (where present) is W (rot_k's shape) or its scales (rot_k's shape less the last
+        axis, made W in rot_k's basis: :func:`oscar.rotation.weighting_from_scales`) and every
+        layer's (and head's) W is finite, symmetric and positive definite with a bounded
+        condition number (:func:`oscar.limits.check_key_weighting`). Stored back as W, float32."""
         if self.weight_k is None:
             return
         a = np.asarray(self.weight_k)
-        if a.shape != np.shape(self.rot_k) or a.dtype.kind != "f":
-            raise BadRotationFile(f"{source}: weight_k has {a.dtype} shape {a.shape}; expected float32 of rot_k's "
-                                  f"shape {np.shape(self.rot_k)}; {WEIGHT_FIX}")
+        rk = np.shape(self.rot_k)
+        if a.dtype.kind != "f" or a.shape not in (rk, rk[:-1]):
+            raise BadRotationFile(f"{source}: weight_k has {a.dtype} shape {a.shape}; expected float32 scales of "
+                                  f"shape {rk[:-1]} (or the whole W, rot_k's shape {rk}); {WEIGHT_FIX}")
+        cached = self._weight_scales
+        scales = cached[0] if cached is not None and cached[1] is self.weight_k else None
+        if a.shape == rk[:-1]:
+            scales, a = a.astype(np.float32), weighting_from_scales(a, self.rot_k)
         try:
             self.weight_k = np.stack([limits.check_key_weighting(x, "weight_k", i) for i, x in enumerate(a)])
+            self._weight_scales = None if scales is None else (scales, self.weight_k)
         except ValueError as e:
             raise BadRotationFile(f"{source}: {e}; {WEIGHT_FIX}") from e
 
