@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -122,3 +125,33 @@ def test_llama_server_completion(bin_dir, smollm2):
         body = complete(url, PROMPT, 8)
     assert body["tokens_predicted"] >= 1
     assert isinstance(body["content"], str)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_evaluation_server_dies_with_its_parent(bin_dir, smollm2, tmp_path):
+    """oscar.llama_server.serve's server does not outlive the process that started it, even
+    one killed by SIGKILL (no finally runs): a killed oscar-eval leaves no server behind."""
+    script = ("import sys, time\nfrom oscar import llama_server\n"
+              f"with llama_server.serve({str(smollm2)!r}, ['-c', '256', '-t', '1']) as s:\n"
+              "    print(s.pid, flush=True)\n    time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        os.kill(pid, 0)  # the server runs
+        parent.kill()
+        parent.wait()
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            with open(f"/proc/{pid}/stat") as f:  # a zombie (exited, not reaped by init yet) counts as gone
+                if f.read().split(") ")[-1].startswith("Z"):
+                    break
+            time.sleep(0.2)
+        else:
+            os.kill(pid, 9)
+            pytest.fail("llama-server still runs 30 s after its parent was killed")
+    finally:
+        parent.kill()

@@ -1,12 +1,16 @@
 """Our ``llama-server`` as a context manager: started on a free loopback port with the
-given arguments, its log kept, stopped afterwards; and greedy ``/completion`` requests."""
+given arguments, its log kept, stopped afterwards (and on Linux when the process that started it
+dies, however it dies); and greedy ``/completion`` requests."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -32,9 +36,25 @@ class Server:
     """A running server: its base URL and the file its output goes to."""
     url: str
     log_path: Path
+    pid: int
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def _die_with_parent(parent: int):
+    """A ``preexec_fn`` for Linux: the child gets SIGTERM when the process that started it dies
+    (killed, even by SIGKILL), so a server never outlives the evaluation that needed it.
+    None elsewhere (the context manager still stops it on any exception)."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def preexec() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+    return preexec
 
 
 def _tail(path: Path, n: int = 1500) -> str:
@@ -56,7 +76,7 @@ def serve(model: str | Path, args: list[str], env: dict[str, str] | None = None,
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([str(exe), "-m", str(model), *args, "--host", "127.0.0.1", "--port", str(port)],
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env={**os.environ, **(env or {})})
+                                    env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent(os.getpid()))
         url = f"http://127.0.0.1:{port}"
         try:
             deadline = time.time() + timeout_s
@@ -73,7 +93,7 @@ def serve(model: str | Path, args: list[str], env: dict[str, str] | None = None,
                 if time.time() > deadline:
                     raise ServerError(f"llama-server did not become healthy in {timeout_s:.0f} s:\n{_tail(log_path)}")
                 time.sleep(0.3)
-            yield Server(url, log_path)
+            yield Server(url, log_path, proc.pid)
         finally:
             stop(proc)
 
