@@ -233,3 +233,14 @@ def test_key_weighting_in_calibration(smol, small_cap, smollm2):
     # queries rotated by R_K instead of R_Q would be a different (wrong) attention
     wrong = _objective_brute(h64, rk_hf, rv_hf[layer], res.clip_k, res.clip_v)
     assert abs(wrong / brute - 1) > 0.05
+    # a milder exponent: the same eigenbasis, log-scales halved (A = 1/8 against 1/4) up to the
+    # normalisation, and recorded in the meta
+    w_mild = cal.key_weights_from_capture(cap, per_head=False, exponent=0.125)
+    d4, res4 = rot.weighting_scales(w_hf[layer], r_hf[layer])
+    d8, res8 = rot.weighting_scales(w_mild[layer], r_hf[layer])
+    assert max(res4, res8) < 1e-9
+    ratio = np.log(d8) - 0.5 * np.log(d4)
+    np.testing.assert_allclose(ratio, ratio.mean(), atol=1e-9)
+    rm, _ = cal.finish(c, budget=None, progress=False, weight_exponent=0.125)
+    assert rm.meta["calibration"]["key_weighting_exponent"] == 0.125 and "(λ/s)^0.125" in rm.meta["calibration"]["objective"]
+    assert rw.meta["calibration"]["key_weighting_exponent"] == rot.KEY_WEIGHT_EXPONENT

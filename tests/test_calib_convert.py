@@ -345,6 +345,14 @@ def test_key_weighted_rotation_file(smollm2, shape, tmp_path, capsys):
     err = run_bad([str(smollm2), "--rotations", str(tmp_path / "w.npz"), "--no-key-weighting",
                    "-o", str(tmp_path / "x.gguf")], capsys)
     assert "--no-key-weighting is only used with --rotations calibrate" in err
+    err = run_bad([str(smollm2), "--rotations", str(tmp_path / "w.npz"), "--key-weighting-exponent", "0.1",
+                   "-o", str(tmp_path / "x.gguf")], capsys)
+    assert "--key-weighting-exponent is only used with --rotations calibrate" in err
+    for a in ("0", "0.6", "nan"):
+        err = run_bad([str(smollm2), "--rotations", "calibrate", "--key-weighting-exponent", a,
+                       "-o", str(tmp_path / "x.gguf")], capsys)
+        assert f"--key-weighting-exponent {float(a):g} is out of range: use 0 < A <= 0.5" in err
+    assert not (tmp_path / "x.gguf").exists()
     with pytest.raises(SystemExit):
         cli.convert_main(["--help"])
     assert "--no-key-weighting" in capsys.readouterr().out

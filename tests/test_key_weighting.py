@@ -48,12 +48,14 @@ def test_weighting_is_spd_and_pair_is_exact(lead):
     assert rot.orthogonality_error(rk) > 0.1
 
 
-def test_weighting_formula_on_a_diagonal_case():
-    # Σ_K = diag(λ), Cov_K = diag(s): W = diag(d), d = (λ/s)^(1/4) scaled to mean(d²) = 1
+@pytest.mark.parametrize("exponent", [None, 0.125, 0.5])
+def test_weighting_formula_on_a_diagonal_case(exponent):
+    # Σ_K = diag(λ), Cov_K = diag(s): W = diag(d), d = (λ/s)^A scaled to mean(d²) = 1 (A = 1/4 by default)
     lam = np.linspace(4.0, 0.5, D) ** 3
     s = np.linspace(0.2, 3.0, D)
-    w = rot.key_weighting(np.diag(lam), np.diag(s))
-    d = (lam / s) ** 0.25
+    w = rot.key_weighting(np.diag(lam), np.diag(s)) if exponent is None else \
+        rot.key_weighting(np.diag(lam), np.diag(s), exponent)
+    d = (lam / s) ** (0.25 if exponent is None else exponent)
     d /= np.sqrt(np.mean(d ** 2))
     np.testing.assert_allclose(w, np.diag(d), atol=1e-12)
 

@@ -62,10 +62,12 @@ def rotations_from_capture(cap: capture.Capture, per_head: bool) -> tuple[np.nda
     return rk, rv
 
 
-def key_weights_from_capture(cap: capture.Capture, per_head: bool) -> np.ndarray:
+def key_weights_from_capture(cap: capture.Capture, per_head: bool,
+                             exponent: float = rotation.KEY_WEIGHT_EXPONENT) -> np.ndarray:
     """The key weightings W (:func:`oscar.rotation.key_weighting` of each layer's Σ_K and
-    centred key covariance), float64 ``[L, D, D]`` or ``[L, Hkv, D, D]`` (Hugging Face layout)."""
-    return np.stack([rotation.key_weighting(m.sigma_k(per_head), m.cov_k(per_head)) for m in cap.moments])
+    centred key covariance, ``exponent`` as there), float64 ``[L, D, D]`` or ``[L, Hkv, D, D]``
+    (Hugging Face layout)."""
+    return np.stack([rotation.key_weighting(m.sigma_k(per_head), m.cov_k(per_head), exponent) for m in cap.moments])
 
 
 def rotated_means(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -248,13 +250,14 @@ ROTATION_KINDS = ("uhp", "hadamard")
 
 def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO, kind_k: str = "uhp",
            kind_v: str = "uhp", progress: bool = True, centre: bool = True,
-           budget: float | None = plan.DEFAULT_BUDGET, key_weighting: bool = True) -> tuple[Rotations, Report]:
+           budget: float | None = plan.DEFAULT_BUDGET, key_weighting: bool = True,
+           weight_exponent: float = rotation.KEY_WEIGHT_EXPONENT) -> tuple[Rotations, Report]:
     """Rotations (``kind_k``/``kind_v`` in :data:`ROTATION_KINDS`; per layer or per KV head),
     the centring means (``centre``), the clip search (ratios >= ``lo``) and a precision plan
     within ``budget`` bits per value (:mod:`oscar.plan`; None: every layer oscar2, no plan)
     from a capture, as a :class:`Rotations` in the GGUF's head layout with its zoo metadata.
     ``key_weighting`` (calibrated K rotations only): keys use ``W R`` and queries ``W⁻¹ R``
-    everywhere (see the module docstring); the result's ``weight_k`` is W."""
+    everywhere (see the module docstring), ``d = (λ/s)^weight_exponent``; the result's ``weight_k`` is W."""
     for kd in (kind_k, kind_v):
         if kd not in ROTATION_KINDS:
             raise ValueError(f"rotation kind '{kd}': use one of {', '.join(ROTATION_KINDS)}")
@@ -266,7 +269,7 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
     rk = had if kind_k == "hadamard" else rk
     rv = had if kind_v == "hadamard" else rv
     weighted = key_weighting and kind_k == "uhp"
-    wk = key_weights_from_capture(c.cap, per_head) if weighted else None
+    wk = key_weights_from_capture(c.cap, per_head, weight_exponent) if weighted else None
     rkk, rq = weighted_rotations(wk, rk) if weighted else (rk, None)  # the keys' and queries' matrices
     mk, mv = rotated_means(c.cap, rkk, rv) if centre else (None, None)
     results, tables = search_clips(c.cap, rkk, rv, progress, lo=lo, mean_k=mk, mean_v=mv,
@@ -295,7 +298,7 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
                 else f"K rotations {how[kind_k]}, V rotations {how[kind_v]}")
     objective = OBJECTIVE.replace("rotations U*H*P from attention-aware covariances", rot_desc)
     if weighted:
-        objective += "; keys weighted by W = U diag((λ/s)^(1/4)) Uᵀ, queries by W⁻¹"
+        objective += f"; keys weighted by W = U diag((λ/s)^{weight_exponent:g}) Uᵀ, queries by W⁻¹"
     objective += f"; clip grid r >= {lo:g}" + ("; one rotation per KV head" if per_head else "")
     data = c.data
     meta = {
@@ -304,7 +307,8 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
         "sink_tokens": sink, "recent_tokens": recent, "model": c.gguf_path.name,
         "calibration": {"data": Path(data).name if Path(data).exists() else str(data), "tokens": c.cap.fit_tokens,
                         "heldout_tokens": c.cap.heldout_tokens, "objective": objective, "clip_grid_lo": lo,
-                        "rotation_k": kind_k, "rotation_v": kind_v, "key_weighting": weighted},
+                        "rotation_k": kind_k, "rotation_v": kind_v, "key_weighting": weighted,
+                        **({"key_weighting_exponent": weight_exponent} if weighted else {})},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     rep = Report(c.cap.fit_tokens, c.cap.heldout_tokens, c.capture_s, t2 - t1, results, permuted)
@@ -328,10 +332,11 @@ def calibrate(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.Model
               per_head: bool = False, progress: bool = True, lo: float = clip.DEFAULT_CLIP_LO,
               kind_k: str = "uhp", kind_v: str = "uhp", centre: bool = True,
               budget: float | None = plan.DEFAULT_BUDGET, device: str | None = None,
-              key_weighting: bool = True) -> tuple[Rotations, Report]:
+              key_weighting: bool = True,
+              weight_exponent: float = rotation.KEY_WEIGHT_EXPONENT) -> tuple[Rotations, Report]:
     """Calibrate rotations, centring means, clip ratios and a precision plan: :func:`run_capture`
-    (the model on ``device``) then :func:`finish` (``key_weighting`` as there)."""
+    (the model on ``device``) then :func:`finish` (``key_weighting``, ``weight_exponent`` as there)."""
     c = run_capture(model_src, gguf_path, shape, data, n_tokens, heldout_tokens, ctx, progress, device=device)
-    rot, rep = finish(c, per_head, lo, kind_k, kind_v, progress, centre, budget, key_weighting)
+    rot, rep = finish(c, per_head, lo, kind_k, kind_v, progress, centre, budget, key_weighting, weight_exponent)
     rep.device = c.device
     return rot, rep

@@ -106,7 +106,7 @@ def _resolve_model(spec: str, workdir, cleanup=None) -> tuple[Path, Path]:
 def convert_main(argv: list[str] | None = None) -> int:
     """``oscar-convert``: a GGUF with calibrated OSCAR rotations and clip ratios embedded.
     Returns 0, or 2 (``oscar-convert: error: ...`` on stderr, nothing written)."""
-    from . import calibrate as cal, zoo
+    from . import calibrate as cal, rotation, zoo
 
     ap = argparse.ArgumentParser(
         prog="oscar-convert",
@@ -181,6 +181,10 @@ def convert_main(argv: list[str] | None = None) -> int:
                          "keys use W R and queries W^-1 R, W = U diag((λ/s)^1/4) Uᵀ from the query energy λ and the key "
                          "variance s along each eigen-direction U of the queries: exact for attention, it spends the "
                          "2-bit levels on the key directions the queries read; blk.N.attn_q_oscar_rot is then written)")
+    ap.add_argument("--key-weighting-exponent", type=float, metavar="A", default=None,
+                    help="with --rotations calibrate: the key weighting's d = (λ/s)^A, 0 < A <= 0.5 (default "
+                         f"{rotation.KEY_WEIGHT_EXPONENT:g}; 1/4 is best for the average query, a smaller A is milder "
+                         "toward the rare queries that read the directions it shrinks)")
     ap.add_argument("--save-rotations", metavar="FILE.safetensors",
                     help="also write the rotations as a rotation file (safetensors, or .npz by its name)")
     ap.add_argument("--force", action="store_true", help="overwrite an existing output")
@@ -213,7 +217,7 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
     beside OUT; both are removed at the end, on an exception and on SIGINT/SIGTERM, and a
     SIGKILL's leftovers are removed by the next run for the same OUT (:mod:`oscar.atomic`)."""
     import time
-    from . import atomic, calibrate as cal, gguf_io, hub, zoo
+    from . import atomic, calibrate as cal, gguf_io, hub, rotation, zoo
     t0 = time.time()
     if out.exists() and not a.force:
         raise ConvertError(f"output {out} already exists: pass --force to overwrite it, or choose another -o")
@@ -240,6 +244,13 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             if a.no_key_weighting and a.rotations != "calibrate":
                 raise ConvertError("--no-key-weighting is only used with --rotations calibrate (a rotation file keeps "
                                    "the weighting it was calibrated with)")
+            if a.key_weighting_exponent is not None:
+                if a.rotations != "calibrate" or a.no_key_weighting:
+                    raise ConvertError("--key-weighting-exponent is only used with --rotations calibrate and the key "
+                                       "weighting on (a rotation file keeps the weighting it was calibrated with)")
+                if not 0 < a.key_weighting_exponent <= 0.5:
+                    raise ConvertError(f"--key-weighting-exponent {a.key_weighting_exponent:g} is out of range: use "
+                                       "0 < A <= 0.5 (or --no-key-weighting for none)")
             if a.device and a.rotations != "calibrate":
                 raise ConvertError("--device is only used with --rotations calibrate (where PyTorch runs the model)")
             if a.torch_model:
@@ -294,7 +305,9 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                     rot, rep = cal.calibrate(src, gguf_path, shape, data, a.calib_tokens, a.heldout_tokens,
                                              a.calib_ctx, a.per_head, progress=not a.quiet, centre=not a.no_centre,
                                              budget=budget, device=a.device,
-                                             key_weighting=not a.no_key_weighting)
+                                             key_weighting=not a.no_key_weighting,
+                                             weight_exponent=(rotation.KEY_WEIGHT_EXPONENT if a.key_weighting_exponent
+                                                              is None else a.key_weighting_exponent))
                 except (ValueError, FileNotFoundError, RuntimeError) as e:
                     raise ConvertError(str(e)) from e
                 rot.check_limits("the calibrated rotations")

@@ -33,6 +33,8 @@ ORTHO_TOL = 1e-6
 ORTHO_TOL_STORED = 1e-5
 #: relative floor of λ_i and s_i in :func:`key_weighting` (of their largest value)
 WEIGHT_FLOOR = 1e-12
+#: the default exponent of :func:`key_weighting`: ``d_i = (λ_i / s_i)^KEY_WEIGHT_EXPONENT``
+KEY_WEIGHT_EXPONENT = 0.25
 #: largest spread max(d) / min(d) (the condition number of W) :func:`key_weighting` makes:
 #: keeps R_Q R_Kᵀ = I to float32 accuracy well inside the 1e-3 that llama.cpp checks
 WEIGHT_COND_MAX = 1e3
@@ -108,12 +110,13 @@ def rotation_from_covariance(sigma: np.ndarray) -> np.ndarray:
     return r
 
 
-def key_weighting(sigma_k: np.ndarray, cov_k: np.ndarray) -> np.ndarray:
+def key_weighting(sigma_k: np.ndarray, cov_k: np.ndarray, exponent: float = KEY_WEIGHT_EXPONENT) -> np.ndarray:
     """``W = U·diag(d)·Uᵀ`` (float64 ``[D, D]``, symmetric positive definite), or a stack.
 
     sigma_k: the query second moment ``Σ_K`` (``[D, D]`` or ``[..., D, D]``; U and λ its
     :func:`eigenbasis`, the U of :func:`rotation_from_covariance`); cov_k: the centred key
-    covariance of the same shape. ``d_i = (λ_i / s_i)^{1/4}`` with ``s_i = u_iᵀ Cov_K u_i``,
+    covariance of the same shape. ``d_i = (λ_i / s_i)^exponent`` with ``s_i = u_iᵀ Cov_K u_i``
+    (1/4 minimises the average query's score error; smaller is milder, 0 is W = I),
     λ and s floored at ``WEIGHT_FLOOR`` of their largest value, d raised to at least
     ``max(d) / WEIGHT_COND_MAX``, then scaled to ``mean(d_i²) = 1``.
     """
@@ -123,12 +126,12 @@ def key_weighting(sigma_k: np.ndarray, cov_k: np.ndarray) -> np.ndarray:
         raise ValueError(f"Σ_K has shape {s.shape} but the key covariance {c.shape}: they must match")
     if s.ndim > 2:
         flat = zip(s.reshape(-1, *s.shape[-2:]), c.reshape(-1, *c.shape[-2:]))
-        return np.stack([key_weighting(a, b) for a, b in flat]).reshape(s.shape)
+        return np.stack([key_weighting(a, b, exponent) for a, b in flat]).reshape(s.shape)
     lam, u = eigenbasis(s)
     var = np.einsum("di,de,ei->i", u, 0.5 * (c + c.T), u)
     lam = np.maximum(lam, WEIGHT_FLOOR * max(float(lam.max()), 1e-300))
     var = np.maximum(var, WEIGHT_FLOOR * max(float(var.max()), 1e-300))
-    d = (lam / var) ** 0.25
+    d = (lam / var) ** exponent
     d = np.maximum(d, d.max() / WEIGHT_COND_MAX)
     d /= np.sqrt(np.mean(d * d))
     return (u * d) @ u.T
