@@ -244,3 +244,35 @@ def test_key_weighting_in_calibration(smol, small_cap, smollm2):
     rm, _ = cal.finish(c, budget=None, progress=False, weight_exponent=0.125)
     assert rm.meta["calibration"]["key_weighting_exponent"] == 0.125 and "(λ/s)^0.125" in rm.meta["calibration"]["objective"]
     assert rw.meta["calibration"]["key_weighting_exponent"] == rot.KEY_WEIGHT_EXPONENT
+
+
+def test_key_weighting_exponent_chosen_at_the_logits(smol, small_cap, smollm2, text, tmp_path):
+    """choose_key_weighting: each candidate exponent's calibration is scored by the simulated
+    cache's KL divergence on tokens after the fit and held-out ones; each score equals what
+    oscar-sim computes for that calibration read back from its rotation file, and the one
+    returned is the lowest, the same tensors finish() gives for its exponent, with the scores
+    in its meta."""
+    from dataclasses import replace
+    from oscar import sim
+    m, tok, info = smol
+    score = capture.tokenize_chunks(tok, text, 768, 768, skip_tokens=512 + 640)
+    c = cal.Captured(m, info, small_cap, smollm2, gguf_io.model_shape(smollm2), "test", 0.0, score_ids=score)
+    chosen, _rep, scores = cal.choose_key_weighting(c, exponents=(0.0, 0.25), progress=False, budget=None)
+    assert set(scores) == {0.0, 0.25} and scores[0.0] != scores[0.25]
+    assert all(0 < s < 1 for s in scores.values())
+    best = min(scores, key=scores.get)
+    meta = chosen.meta["calibration"]
+    assert meta["key_weighting_scores"] == {cal.exponent_name(a): s for a, s in scores.items()}
+    assert meta["key_weighting"] is (best > 0) and "768 tokens" in meta["key_weighting_scored_on"]
+    sm = sim.SimModel(m, info, smollm2, cal.key_permutation(m, smollm2, info), "test")
+    for a in scores:
+        r, _ = cal.finish(c, budget=None, progress=False, key_weighting=a > 0, weight_exponent=a or 0.25)
+        if a == best:
+            np.testing.assert_array_equal(chosen.key_matrix, r.key_matrix)
+            np.testing.assert_array_equal(chosen.clip_k, r.clip_k)
+            np.testing.assert_array_equal(chosen.clip_v, r.clip_v)
+        f = tmp_path / f"r{a}.npz"
+        r.save(f)
+        method = replace(sim.PRESETS["oscar"], sink=r.meta["sink_tokens"], recent=r.meta["recent_tokens"])
+        got = sim.evaluate(sm, score, [method], sim.load_calibration(f, smollm2), progress=False)["oscar"]["kld"]
+        assert got == pytest.approx(scores[a], rel=2e-3), a

@@ -107,6 +107,29 @@ def test_convert_calibrate_small(smollm2, tmp_path, capsys):
     assert r2.fields["oscar.clip_k"].contents() == r.fields["oscar.clip_k"].contents()
 
 
+def test_convert_calibrate_chooses_the_exponent(smollm2, tmp_path, capsys, monkeypatch):
+    """--key-weighting-exponent auto: the summary names the chosen exponent and every
+    candidate's score, the rotation file keeps the scores, the chosen one is the lowest, and
+    the GGUF carries the query rotations exactly when a weighting was chosen."""
+    from oscar import calibrate as cal
+    monkeypatch.setattr(cal, "SCORE_TOKENS", 1024)  # (4096 by default; the same path, fewer tokens)
+    out, rotf = tmp_path / "auto.gguf", tmp_path / "auto.npz"
+    rc = cli.convert_main(["smollm2-135m", "--rotations", "calibrate", "--calib-tokens", "256", "--heldout-tokens",
+                           "512", "--key-weighting-exponent", "auto", "-o", str(out), "--save-rotations", str(rotf),
+                           "-q"])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    meta = zoo.Rotations.load(rotf).meta["calibration"]
+    scores = meta["key_weighting_scores"]
+    assert set(scores) == {"none", "0.125", "0.25"}
+    best = min(scores, key=scores.get)
+    assert f"key weighting {best} chosen of none (KLD {scores['none']:.4f}), 0.125" in err
+    assert meta["key_weighting"] is (best != "none")
+    assert meta.get("key_weighting_exponent", "none") == (float(best) if best != "none" else "none")
+    r = check_output(smollm2, out)
+    assert (gguf_io.ROT_Q.format(0) in {t.name for t in r.tensors}) is (best != "none")
+
+
 # ----------------------------------------------------------------------------- bad input
 
 def rotations_for(shape, **over):
@@ -352,6 +375,12 @@ def test_key_weighted_rotation_file(smollm2, shape, tmp_path, capsys):
         err = run_bad([str(smollm2), "--rotations", "calibrate", "--key-weighting-exponent", a,
                        "-o", str(tmp_path / "x.gguf")], capsys)
         assert f"--key-weighting-exponent {float(a):g} is out of range: use 0 < A <= 0.5" in err
+    err = run_bad([str(smollm2), "--rotations", "calibrate", "--key-weighting-exponent", "quarter",
+                   "-o", str(tmp_path / "x.gguf")], capsys)
+    assert "--key-weighting-exponent 'quarter' is not a number: use 0 < A <= 0.5 or auto" in err
+    err = run_bad([str(smollm2), "--rotations", "zoo", "--key-weighting-exponent", "auto",
+                   "-o", str(tmp_path / "x.gguf")], capsys)
+    assert "--key-weighting-exponent is only used with --rotations calibrate" in err
     assert not (tmp_path / "x.gguf").exists()
     with pytest.raises(SystemExit):
         cli.convert_main(["--help"])

@@ -225,3 +225,50 @@ def test_end_to_end_smollm2(bin_dir, smollm2, tmp_path, capsys):
     assert rep["meta"]["problems"].startswith("first 3") and "unshare" in rep["meta"]["sandbox"]
     md = (out / "humaneval.md").read_text()
     assert "| KV cache |" in md and "oscar2:sink=4,recent=32" in md
+    # --reference: the f16 rows taken from that report; the oscar2 run alone gives the same row
+    out2 = tmp_path / "he2"
+    rc = evaluate.main(["humaneval", str(smollm2), "--kv", "oscar2:sink=4,recent=32", "--problems", "3",
+                        "--preamble", str(pre), "-n", "48", "-t", "2", "--out", str(out2), "-q",
+                        "--reference", str(out / "humaneval.json")])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    assert "3 problems x 2 KV configurations" in err
+    rep2 = json.loads((out2 / "humaneval.json").read_text())
+    assert rep2["rows"][0] == f16 and rep2["results"]["f16"] == rep["results"]["f16"]
+    assert "he/humaneval.json" in rep2["meta"]["reference"]
+    again = rep2["rows"][1]
+    for k in ("passed", "gained", "lost", "same_completion", "prompt_computed", "generated"):
+        assert again[k] == o2[k], k
+    assert ([r["completion"] for r in rep2["results"]["oscar2:sink=4,recent=32"]]
+            == [r["completion"] for r in rep["results"]["oscar2:sink=4,recent=32"]])
+
+
+def test_reference_of_other_settings_is_refused(smollm2, tmp_path, capsys):
+    """--reference refuses a report of another model, other problems or settings, or one without
+    f16 results, naming what differs, before anything runs (no server starts, nothing written)."""
+    ref = tmp_path / "ref.json"
+    problems = humaneval.load_problems(3)
+    meta = {"model": str(smollm2), "model_bytes": smollm2.stat().st_size, "problems": "first 3 (HumanEval/0 to HumanEval/2)",
+            "ctx": 4096, "n_predict": 384, "timeout_s": 10.0, "server_args": "none",
+            "preamble": f"built-in, {len(PREAMBLE)} characters of solved functions"}
+    results = [{"task_id": p.task_id, "passed": True, "completion": ""} for p in problems]
+    good = {"meta": meta, "rows": [{"kv": "f16", "passed": 3}], "results": {"f16": results}}
+
+    def run(rep, *extra):
+        ref.write_text(json.dumps(rep))
+        rc = evaluate.main(["humaneval", str(smollm2), "--kv", "oscar2", "--problems", "3", "-q",
+                            "--out", str(tmp_path / "o"), "--reference", str(ref), *extra])
+        assert rc == 1
+        return capsys.readouterr().err
+
+    assert "differs in n_predict: 384 there, 48 here" in run(good, "-n", "48")
+    assert "differs in problems" in run(good | {"meta": meta | {"problems": "first 2 (HumanEval/0 to HumanEval/1)"}})
+    assert "is of model" in run(good | {"meta": meta | {"model": "/elsewhere/other.gguf"}})
+    assert "is of another file named" in run(good | {"meta": meta | {"model_bytes": 5}})
+    assert "holds no f16 results" in run(good | {"results": {}})
+    assert "nothing to run" in run(good, "--kv", "f16")
+    ref.write_text("{not json")
+    assert evaluate.main(["humaneval", str(smollm2), "--kv", "oscar2", "--problems", "3", "-q",
+                          "--reference", str(ref)]) == 1
+    assert "not a JSON report" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "humaneval.json").exists()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,12 @@ OBJECTIVE = ("per-layer clip ratios for K and V minimising the squared attention
 DEFAULT_TOKENS = 32768
 DEFAULT_HELDOUT = 2048
 DEFAULT_CTX = 2048
+#: the key weighting exponents :func:`choose_key_weighting` tries (0: no weighting)
+AUTO_EXPONENTS = (0.0, 0.125, 0.25)
+#: tokens that score those candidates at the logits (after the fit and held-out tokens), in
+#: chunks of SCORE_CTX whose second halves are scored as llama-perplexity scores them
+SCORE_TOKENS = 4096
+SCORE_CTX = 2048
 
 
 @dataclass
@@ -45,6 +51,7 @@ class Report:
     qk_permuted: bool = False
     plan: "plan.Plan | None" = None
     device: str = "cpu"
+    weighting_scores: dict[float, float] | None = None  # {exponent: KLD} when the exponent was chosen
 
     @property
     def rel_error(self) -> float:
@@ -214,17 +221,21 @@ class Captured:
     data: str
     capture_s: float
     device: str = "cpu"
+    score_ids: list[np.ndarray] = field(default_factory=list)  # token chunks that score candidates
 
 
 def run_capture(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.ModelShape, data: str,
                 n_tokens: int = DEFAULT_TOKENS, heldout_tokens: int = DEFAULT_HELDOUT, ctx: int = DEFAULT_CTX,
-                progress: bool = True, threads: int | None = None, device: str | None = None) -> Captured:
+                progress: bool = True, threads: int | None = None, device: str | None = None,
+                score_tokens: int = 0) -> Captured:
     """Load the model in PyTorch and capture the calibration statistics.
 
     model_src: what PyTorch loads (the GGUF, or a Hugging Face folder with the same weights);
     gguf_path: the GGUF the result is for (layout, fingerprint). ``n_tokens`` fit the
-    covariances; the next ``heldout_tokens`` of the text score the clip search. ``device``:
-    where the model runs (:func:`oscar.capture.check_device`; None: the best available).
+    covariances; the next ``heldout_tokens`` of the text score the clip search; the
+    ``score_tokens`` after those (chunks of :data:`SCORE_CTX`) are kept for
+    :func:`choose_key_weighting`. ``device``: where the model runs
+    (:func:`oscar.capture.check_device`; None: the best available).
     """
     import torch
     device = capture.check_device(device)  # first: a device PyTorch lacks fails before anything is loaded
@@ -240,8 +251,10 @@ def run_capture(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.Mod
     fit = capture.tokenize_chunks(tok, text, n_tokens, ctx)
     held = capture.tokenize_chunks(tok, text, heldout_tokens, max(ctx, min(heldout_tokens, DEFAULT_CTX)),
                                    skip_tokens=n_tokens)
+    score = (capture.tokenize_chunks(tok, text, score_tokens, SCORE_CTX, skip_tokens=n_tokens + heldout_tokens)
+             if score_tokens else [])  # before the capture: a text too short fails before the slow part
     cap = capture.calibrate_statistics(model, info, fit, held, progress)
-    return Captured(model, info, cap, Path(gguf_path), shape, str(data), time.time() - t0, device)
+    return Captured(model, info, cap, Path(gguf_path), shape, str(data), time.time() - t0, device, score)
 
 
 #: rotation kinds :func:`finish` builds: calibrated U·H·P, or the data-free Hadamard
@@ -327,16 +340,70 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
     return rot, rep
 
 
+def choose_key_weighting(c: Captured, exponents: tuple[float, ...] = AUTO_EXPONENTS, progress: bool = True,
+                         **finish_kw) -> tuple[Rotations, Report, dict[float, float]]:
+    """:func:`finish` once per key weighting exponent (0: no weighting), then the 2-bit cache of
+    each result simulated (:func:`oscar.sim.score_runs`: its rotations, clips, centring, plan
+    and windows) on ``c.score_ids``, tokens that neither fit nor searched anything; the one with
+    the least mean KL divergence of the next-token distribution from the unquantised model's
+    is returned, with ``{exponent: KLD}`` of all, also written into its meta
+    (``calibration.key_weighting_scores``)."""
+    from . import sim
+    if not c.score_ids:
+        raise ValueError("choosing the key weighting needs scoring tokens: run_capture(..., score_tokens=N)")
+    finished = {}
+    for a in exponents:
+        finished[a] = finish(c, progress=progress, key_weighting=a > 0,
+                             weight_exponent=a if a > 0 else rotation.KEY_WEIGHT_EXPONENT, **finish_kw)
+    perm = key_permutation(c.model, c.gguf_path, c.info)
+    sm = sim.SimModel(c.model, c.info, c.gguf_path, perm, "calibration")
+    runs = {}
+    for a, (rot, _rep) in finished.items():
+        method = replace(sim.PRESETS["oscar"], name=exponent_name(a), sink=rot.meta["sink_tokens"],
+                         recent=rot.meta["recent_tokens"])
+        runs[exponent_name(a)] = (method, sim.calibration_of(rot, f"exponent {exponent_name(a)}"))
+    res = sim.score_runs(sm, c.score_ids, runs, progress=progress, desc="key weighting")
+    scores = {a: res[exponent_name(a)]["kld"] for a in exponents}
+    best = min(exponents, key=lambda a: (scores[a], a))
+    rot, rep = finished[best]
+    rot.meta["calibration"]["key_weighting_scores"] = {exponent_name(a): scores[a] for a in exponents}
+    rot.meta["calibration"]["objective"] += (
+        f"; key weighting {exponent_name(best)} chosen of {', '.join(exponent_name(a) for a in exponents)} by the "
+        "simulated cache's KL divergence at the logits")
+    rot.meta["calibration"]["key_weighting_scored_on"] = (
+        f"{sum(len(x) for x in c.score_ids)} tokens after the fit and held-out ones, chunks of {len(c.score_ids[0])} "
+        "(second halves scored): mean KL divergence of the simulated cache from the unquantised model")
+    return rot, rep, scores
+
+
+def exponent_name(a: float) -> str:
+    """``none`` for 0 (no key weighting), else the exponent as ``%g``."""
+    return "none" if a == 0 else f"{a:g}"
+
+
 def calibrate(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.ModelShape, data: str,
               n_tokens: int = DEFAULT_TOKENS, heldout_tokens: int = DEFAULT_HELDOUT, ctx: int = DEFAULT_CTX,
               per_head: bool = False, progress: bool = True, lo: float = clip.DEFAULT_CLIP_LO,
               kind_k: str = "uhp", kind_v: str = "uhp", centre: bool = True,
               budget: float | None = plan.DEFAULT_BUDGET, device: str | None = None,
               key_weighting: bool = True,
-              weight_exponent: float = rotation.KEY_WEIGHT_EXPONENT) -> tuple[Rotations, Report]:
+              weight_exponent: float | str = rotation.KEY_WEIGHT_EXPONENT) -> tuple[Rotations, Report]:
     """Calibrate rotations, centring means, clip ratios and a precision plan: :func:`run_capture`
-    (the model on ``device``) then :func:`finish` (``key_weighting``, ``weight_exponent`` as there)."""
-    c = run_capture(model_src, gguf_path, shape, data, n_tokens, heldout_tokens, ctx, progress, device=device)
-    rot, rep = finish(c, per_head, lo, kind_k, kind_v, progress, centre, budget, key_weighting, weight_exponent)
+    (the model on ``device``) then :func:`finish` (``key_weighting``, ``weight_exponent`` as there);
+    ``weight_exponent="auto"``: :func:`choose_key_weighting` over :data:`AUTO_EXPONENTS`."""
+    auto = key_weighting and kind_k == "uhp" and weight_exponent == "auto"
+    if weight_exponent == "auto" and not auto:  # no key weighting to choose
+        weight_exponent = rotation.KEY_WEIGHT_EXPONENT
+    c = run_capture(model_src, gguf_path, shape, data, n_tokens, heldout_tokens, ctx, progress, device=device,
+                    score_tokens=SCORE_TOKENS if auto else 0)
+    if auto:
+        t0 = time.time()
+        rot, rep, scores = choose_key_weighting(c, progress=progress, per_head=per_head, lo=lo, kind_k=kind_k,
+                                                kind_v=kind_v, centre=centre, budget=budget)
+        rep.weighting_scores = scores
+        rep.search_s = time.time() - t0  # every candidate's search and the scoring
+    else:
+        rot, rep = finish(c, per_head, lo, kind_k, kind_v, progress, centre, budget, key_weighting,
+                          float(weight_exponent))
     rep.device = c.device
     return rot, rep

@@ -181,10 +181,13 @@ def convert_main(argv: list[str] | None = None) -> int:
                          "keys use W R and queries W^-1 R, W = U diag((λ/s)^1/4) Uᵀ from the query energy λ and the key "
                          "variance s along each eigen-direction U of the queries: exact for attention, it spends the "
                          "2-bit levels on the key directions the queries read; blk.N.attn_q_oscar_rot is then written)")
-    ap.add_argument("--key-weighting-exponent", type=float, metavar="A", default=None,
+    ap.add_argument("--key-weighting-exponent", metavar="A", default=None,
                     help="with --rotations calibrate: the key weighting's d = (λ/s)^A, 0 < A <= 0.5 (default "
                          f"{rotation.KEY_WEIGHT_EXPONENT:g}; 1/4 is best for the average query, a smaller A is milder "
-                         "toward the rare queries that read the directions it shrinks)")
+                         "toward the rare queries that read the directions it shrinks); 'auto': calibrate with no "
+                         "weighting, 1/8 and 1/4, simulate each result's 2-bit cache on "
+                         f"{cal.SCORE_TOKENS} further tokens of the calibration text and keep the one closest to the "
+                         "unquantised model's outputs (KL divergence; about three times the clip search's time)")
     ap.add_argument("--save-rotations", metavar="FILE.safetensors",
                     help="also write the rotations as a rotation file (safetensors, or .npz by its name)")
     ap.add_argument("--force", action="store_true", help="overwrite an existing output")
@@ -207,6 +210,20 @@ def convert_main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGINT)
         raise
+
+
+def _weighting_exponent(spec: str) -> float | str:
+    """``--key-weighting-exponent``: ``auto``, or a number in (0, 0.5]."""
+    if spec.strip().lower() == "auto":
+        return "auto"
+    try:
+        x = float(spec)
+    except ValueError:
+        raise ConvertError(f"--key-weighting-exponent {spec!r} is not a number: use 0 < A <= 0.5 or auto") from None
+    if not 0 < x <= 0.5:  # (also refuses nan)
+        raise ConvertError(f"--key-weighting-exponent {spec} is out of range: use 0 < A <= 0.5, auto, "
+                           "or --no-key-weighting for none")
+    return x
 
 
 def _convert(a: argparse.Namespace, out: Path) -> int:
@@ -248,9 +265,7 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                 if a.rotations != "calibrate" or a.no_key_weighting:
                     raise ConvertError("--key-weighting-exponent is only used with --rotations calibrate and the key "
                                        "weighting on (a rotation file keeps the weighting it was calibrated with)")
-                if not 0 < a.key_weighting_exponent <= 0.5:
-                    raise ConvertError(f"--key-weighting-exponent {a.key_weighting_exponent:g} is out of range: use "
-                                       "0 < A <= 0.5 (or --no-key-weighting for none)")
+                a.key_weighting_exponent = _weighting_exponent(a.key_weighting_exponent)
             if a.device and a.rotations != "calibrate":
                 raise ConvertError("--device is only used with --rotations calibrate (where PyTorch runs the model)")
             if a.torch_model:
@@ -315,6 +330,10 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                        f"{rep.capture_s + rep.search_s:.0f} s on {rep.device} (capture {rep.capture_s:.0f} s, clip search "
                        f"{rep.search_s:.0f} s), attention-output error {100 * rep.rel_error:.2f} % "
                        f"(fixed clips {100 * rep.rel_error_fixed:.2f} %)")
+                if rep.weighting_scores:
+                    how += ", key weighting " + cal.exponent_name(rot.meta["calibration"].get(
+                        "key_weighting_exponent", 0.0)) + " chosen of " + ", ".join(
+                        f"{cal.exponent_name(x)} (KLD {k:.4f})" for x, k in rep.weighting_scores.items())
             else:
                 f = Path(a.rotations)
                 if f.is_dir():

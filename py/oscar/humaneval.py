@@ -230,6 +230,9 @@ def parser() -> argparse.ArgumentParser:
                     help="run the generated code without namespaces (network reachable, file systems writable): "
                          "only a temporary folder, resource limits and the timeout; for machines without "
                          "unshare or user namespaces")
+    ap.add_argument("--reference", metavar="FILE.json",
+                    help="take the f16 rows from an earlier run's humaneval.json instead of running f16 again: the same "
+                         "model file, problems and settings (checked); its f16 results are copied into this report")
     ap.add_argument("--out", metavar="DIR", help="write DIR/humaneval.md and DIR/humaneval.json")
     ap.add_argument("--json", help="write the results as JSON here (overrides --out)")
     ap.add_argument("--markdown", help="write the markdown report here (overrides --out)")
@@ -280,6 +283,41 @@ def check_inputs(a: argparse.Namespace) -> tuple[Path, list[pp.KVConfig], list[P
     return model, configs, problems, how
 
 
+#: the run settings a --reference file must share with this run (meta keys)
+REFERENCE_KEYS = ("problems", "ctx", "n_predict", "preamble", "timeout_s", "server_args")
+
+
+def load_reference(path: str | Path, meta: dict, problems: list[Problem]) -> tuple[dict, list[dict]]:
+    """The f16 row and per-problem results of an earlier run's JSON report, refused (with what
+    differs and the fix) unless it ran the same model file, problems and settings as ``meta``
+    describes."""
+    path = Path(path)
+    fix = "run without --reference (f16 then runs again), or give the report of a run with this run's settings"
+    try:
+        rep = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise HumanEvalError(f"--reference {path}: no such file") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise HumanEvalError(f"--reference {path}: not a JSON report of oscar-eval humaneval ({e})") from None
+    results = (rep.get("results") or {}).get("f16") if isinstance(rep, dict) else None
+    rows = [r for r in rep.get("rows", []) if r.get("kv") == "f16"] if isinstance(rep, dict) else []
+    if not results or not rows:
+        raise HumanEvalError(f"--reference {path}: holds no f16 results (a humaneval.json whose f16 run finished "
+                             "is needed)")
+    old = rep.get("meta", {})
+    if Path(old.get("model", "")).name != Path(meta["model"]).name:
+        raise HumanEvalError(f"--reference {path} is of model {old.get('model')}, this run's is {meta['model']}: {fix}")
+    if "model_bytes" in old and old["model_bytes"] != meta["model_bytes"]:
+        raise HumanEvalError(f"--reference {path} is of another file named {Path(meta['model']).name} "
+                             f"({old['model_bytes']} bytes, this one {meta['model_bytes']}): {fix}")
+    for k in REFERENCE_KEYS:
+        if k in meta and old.get(k) != meta[k]:
+            raise HumanEvalError(f"--reference {path} differs in {k}: {old.get(k)!r} there, {meta[k]!r} here: {fix}")
+    if [r["task_id"] for r in results] != [p.task_id for p in problems]:
+        raise HumanEvalError(f"--reference {path} ran other problems than this run: {fix}")
+    return rows[0], results
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     t0 = time.time()
@@ -303,8 +341,17 @@ def main(argv: list[str] | None = None) -> int:
                                          else "none"),
                                sampling="temperature 0, cache_prompt on, one slot", timeout_s=a.timeout,
                                sandbox=how, server_args=" ".join(extra) or "none")
+        meta["model_bytes"] = model.stat().st_size
         rows: list[dict] = []
         per_problem: dict[str, list[dict]] = {}
+        if a.reference:
+            if len(configs) == 1:
+                raise HumanEvalError("--reference gives the f16 rows and --kv names no other configuration: "
+                                     "nothing to run")
+            ref_row, per_problem["f16"] = load_reference(a.reference, meta, problems)
+            rows.append(ref_row)
+            meta["reference"] = f"f16 rows from {a.reference}"
+            configs = configs[1:]
         bar = tqdm(total=len(configs) * len(problems), desc="humaneval", unit="problem", disable=a.quiet)
         for cfg in configs:
             results, log, n_pre = run_config(model, cfg, problems, ctx=a.ctx, n_predict=a.n_predict, threads=a.threads,
@@ -330,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     if js_path:
         report.write_json(js_path, {"meta": meta, "rows": rows, "results": per_problem})
     written = [str(p) for p in (md_path, js_path) if p]
-    print(f"oscar-eval humaneval: {len(problems)} problems x {len(configs)} KV configurations on {model.name}: "
+    print(f"oscar-eval humaneval: {len(problems)} problems x {len(rows)} KV configurations on {model.name}: "
           + ", ".join(f"{r['kv']} {r['pass_at_1']:.1f} %" for r in rows)
           + f" in {time.time() - t0:.0f} s" + (f"; wrote {', '.join(written)}" if written else ""), file=sys.stderr)
     return 0

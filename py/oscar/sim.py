@@ -579,6 +579,15 @@ def load(gguf: str | Path, hf_model: str | Path | None = None) -> SimModel:
     return SimModel(model, info, gguf, perm, str(src))
 
 
+def calibration_of(rot, source: str) -> Calibration:
+    """What the simulation reads of a :class:`oscar.zoo.Rotations` (GGUF layout): the keys'
+    and queries' matrices, clips, centring means and the plan's cache types."""
+    pl = rot.meta.get("plan") or {}
+    return Calibration(rot.key_matrix, rot.rot_v, rot.clip_k, rot.clip_v, source, rot.mean_k, rot.mean_v,
+                       pl.get("type_k"), pl.get("type_v"),
+                       rot.query_matrix if rot.weight_k is not None else None)
+
+
 def load_calibration(spec: str | Path | None, gguf: str | Path) -> Calibration | None:
     """Rotations and clips from ``spec``: a rotation ``.npz``, an ``oscar-convert``-ed GGUF,
     ``zoo`` (look the model up by fingerprint), or None/``auto`` (the GGUF itself if it
@@ -599,10 +608,7 @@ def load_calibration(spec: str | Path | None, gguf: str | Path) -> Calibration |
     if p.suffix in (".npz", ".safetensors"):
         rot = zoo.Rotations.load(p)
         rot.validate(gguf_io.model_shape(gguf), str(p))
-        pl = rot.meta.get("plan") or {}
-        return Calibration(rot.key_matrix, rot.rot_v, rot.clip_k, rot.clip_v, str(p), rot.mean_k, rot.mean_v,
-                           pl.get("type_k"), pl.get("type_v"),
-                           rot.query_matrix if rot.weight_k is not None else None)
+        return calibration_of(rot, str(p))
     r = gguf_io.open_reader(p)
     if "oscar.version" not in r.fields:
         raise ValueError(f"{p} carries no OSCAR rotations (convert it with oscar-convert)")
@@ -720,22 +726,31 @@ def evaluate(sm: SimModel, chunk_ids: list[np.ndarray], methods: list[Method], c
              block: int = 256, progress: bool = True, llama_query: bool = False) -> dict[str, dict]:
     """Score every method on every chunk against the unquantised model (same chunks, same
     tokens). Returns ``{method name: summary}``."""
+    return score_runs(sm, chunk_ids, {m.name: (m, calib) for m in methods}, block, progress, llama_query)
+
+
+def score_runs(sm: SimModel, chunk_ids: list[np.ndarray], runs: dict[str, tuple[Method, Calibration | None]],
+               block: int = 256, progress: bool = True, llama_query: bool = False,
+               desc: str = "oscar-sim") -> dict[str, dict]:
+    """Score each named ``(method, calibration)`` pair on every chunk against the unquantised
+    model, one reference pass per chunk for all of them. Returns ``{name: summary}``."""
     import torch
     from tqdm import tqdm
     info = sm.info
     ref_plan = make_plan(PRESETS["none"], info.n_layer, info.head_dim, sm.perm, None, block)
-    plans = [make_plan(m, info.n_layer, info.head_dim, sm.perm, calib, block, llama_query) for m in methods]
-    stats = {m.name: Stats() for m in methods}
-    bar = tqdm(total=len(chunk_ids) * (len(methods) + 1), desc="oscar-sim", unit="run", disable=not progress)
+    plans = {name: make_plan(m, info.n_layer, info.head_dim, sm.perm, calib, block, llama_query)
+             for name, (m, calib) in runs.items()}
+    stats = {name: Stats() for name in runs}
+    bar = tqdm(total=len(chunk_ids) * (len(runs) + 1), desc=desc, unit="run", disable=not progress)
     for ids in chunk_ids:
         first = len(ids) // 2
         targets = torch.from_numpy(ids[first + 1:])
         bar.set_postfix_str("reference")
         ref = chunk_logprobs(sm.model, ids, ref_plan)
         bar.update()
-        for m, plan in zip(methods, plans):
-            bar.set_postfix_str(m.name)
-            stats[m.name].add(chunk_logprobs(sm.model, ids, plan), ref, targets)
+        for name, plan in plans.items():
+            bar.set_postfix_str(name)
+            stats[name].add(chunk_logprobs(sm.model, ids, plan), ref, targets)
             bar.update()
         del ref
     bar.close()
