@@ -327,8 +327,10 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                     raise ConvertError(str(e)) from e
                 rot.check_limits("the calibrated rotations")
                 how = (f"calibrated on {rep.fit_tokens}+{rep.heldout_tokens} tokens in "
-                       f"{rep.capture_s + rep.search_s:.0f} s on {rep.device} (capture {rep.capture_s:.0f} s, clip search "
-                       f"{rep.search_s:.0f} s), attention-output error {100 * rep.rel_error:.2f} % "
+                       f"{rep.capture_s + rep.search_s:.0f} s on {rep.device} (capture {rep.capture_s:.0f} s, "
+                       + (f"{len(rep.weighting_scores)} clip searches and their scoring " if rep.weighting_scores
+                          else "clip search ")
+                       + f"{rep.search_s:.0f} s), attention-output error {100 * rep.rel_error:.2f} % "
                        f"(fixed clips {100 * rep.rel_error_fixed:.2f} %)")
                 if rep.weighting_scores:
                     how += ", key weighting " + cal.exponent_name(rot.meta["calibration"].get(
