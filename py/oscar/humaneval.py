@@ -311,7 +311,7 @@ def load_reference(path: str | Path, meta: dict, problems: list[Problem]) -> tup
         raise HumanEvalError(f"--reference {path} is of another file named {Path(meta['model']).name} "
                              f"({old['model_bytes']} bytes, this one {meta['model_bytes']}): {fix}")
     for k in REFERENCE_KEYS:
-        if k in meta and old.get(k) != meta[k]:
+        if old.get(k) != meta[k]:
             raise HumanEvalError(f"--reference {path} differs in {k}: {old.get(k)!r} there, {meta[k]!r} here: {fix}")
     if [r["task_id"] for r in results] != [p.task_id for p in problems]:
         raise HumanEvalError(f"--reference {path} ran other problems than this run: {fix}")
