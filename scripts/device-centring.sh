@@ -5,9 +5,10 @@
 # batch-1 decode of four synthetic Qwen3-8B models that differ only in what a calibration adds:
 # rotations only (all), + centring means (centre), + a precision plan of the Qwen2.5-Coder-1.5B
 # zoo entry's shape scaled to 36 layers (K in q8_0 in 3 and in q4_0 in 3 layers: plan), both
-# (both); then the GPU's logits against the CPU's on a centred, planned SmolLM2-geometry model
+# (both), or centring with the plan's six key layers all in q4_0 (both4); then the GPU's logits against the CPU's on a centred, planned SmolLM2-geometry model
 # (batches of 4, the fused path). Output lines are the figures. STEPS (default "rot tg kld d64k")
-# picks the parts; "tg d64k" with MODELS="all both" is the decode table alone, in two rounds.
+# picks the parts; "tg d64k" with MODELS="all both" is the decode table alone, in two rounds
+# (d64k runs every model of MODELS).
 # "kw": key weighting (queries rotated by R_Q = W^-1 R, keys by W R): the GPU's logits against the
 # CPU's on a key-weighted SmolLM2-geometry model (batches of 4 and 512), and batch-1 decode of the
 # rotations-only model beside the same with key weighting (kw), two rounds.
@@ -29,6 +30,7 @@ P="--k-q8_0-layers 8,18,30 --k-q4_0-layers 21,24,35"
 $S -o /tmp/m-all.gguf 2>/dev/null; $S --centre $P -o /tmp/m-both.gguf 2>/dev/null
 [[ " $MODELS " == *" centre "* ]] && $S --centre -o /tmp/m-centre.gguf 2>/dev/null
 [[ " $MODELS " == *" plan "* ]] && $S $P -o /tmp/m-plan.gguf 2>/dev/null
+[[ " $MODELS " == *" both4 "* ]] && $S --centre --k-q4_0-layers 8,18,21,24,30,35 -o /tmp/m-both4.gguf 2>/dev/null
 has kw && $S --key-weighting -o /tmp/m-kw.gguf 2>/dev/null
 tg() { $D run llama-bench -m /tmp/m-$1.gguf -ngl 99 -fa 1 -ctk oscar2 -ctv oscar2 -p 0 -n 64 $2 -o csv 2>/dev/null | tail -n +2 | awk -F, '{printf "%s ", $(NF-1)}'; }
 if has tg; then
@@ -39,7 +41,7 @@ if has kld; then
   PPL_MODEL=/tmp/s135.gguf KLD_TYPES=oscar2 KLD_UB=4 $D kld 2>&1 | grep "GPU against CPU"
 fi
 if has d64k; then
-  for r in 1 2; do for m in all both; do echo "round $r $m d64k: $(tg $m '-r 1 -d 65536')"; done; done
+  for r in 1 2; do for m in $MODELS; do echo "round $r $m d64k: $(tg $m '-r 1 -d 65536')"; done; done
 fi
 if has kw; then
   python3 -m oscar.synthetic smollm2-135m --weights f16 --oscar --centre --key-weighting -o /tmp/s135kw.gguf 2>/dev/null

@@ -86,3 +86,51 @@ def test_skip_first_token_needs_two_tokens(tmp_path):
     p = tmp_path / "k.csv"
     _write_csv(p, _token(3, 40.0))
     assert _load().main(["--layers", "3", "--skip-first-token", str(p)]) == 1
+
+
+def _write_raw_csv(path: pathlib.Path, kernels: list[tuple[str, float]]) -> None:
+    """The same kernels in ncu's --page raw layout: a column per metric, a units row first."""
+    buf = io.StringIO()
+    w = csv.writer(buf, quoting=csv.QUOTE_ALL)
+    w.writerow(["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
+                "Block Size", "Grid Size", "Device", "CC", "gpu__time_duration.sum"])
+    w.writerow(["", "", "", "", "", "", "", "", "", "", "", "usecond"])
+    for i, (name, us) in enumerate(kernels):
+        w.writerow([i, 1, "llama-bench", "h", name, 1, 7, "(128, 1, 1)", "(8, 1, 1)", 0, "9.0", f"{us:.3f}"])
+    path.write_text(buf.getvalue())
+
+
+def test_compare_sets_two_runs_side_by_side(tmp_path, capsys):
+    # run B: layer 1's attention takes another kernel at 70 us and its rotation 5 us more; the
+    # difference per token is then (70 - 40) + 5 = 35 us, all of it in those two rows
+    layers = 3
+
+    def token(b: bool) -> list[tuple[str, float]]:
+        ks = []
+        for il in range(layers):
+            slow = b and il == 1
+            ks += [("void k_rot<128, 1>(rot_group)", 7.0 + (5.0 if slow else 0.0)),
+                   ("void oscar2_fa_partial<128, 4, 1, 8>(oscar2_fa_args)" if slow else
+                    "void oscar2_fa_partial<128, 4, 1, 0>(oscar2_fa_args)", 70.0 if slow else 40.0),
+                   ("void oscar2_fa_combine<128>(const float *)", 3.0)]
+        return ks + [("void mul_mat_vec_q<2>(const void *)", 50.0)]
+    prompt = [("void mul_mat_q<2>(const void *)", 900.0)] * 5
+    pa, pb = tmp_path / "a.csv", tmp_path / "b.csv"
+    _write_csv(pa, prompt + token(False) * 3)
+    _write_raw_csv(pb, prompt + token(True) * 3)
+    assert _load().main(["--layers", str(layers), "--skip-first-token", "--compare", str(pa), str(pb)]) == 0
+    out = capsys.readouterr().out
+    per_token = layers*(7.0 + 40.0 + 3.0) + 50.0
+    assert f"{pa} {per_token:.1f} us, {pb} {per_token + 35.0:.1f} us, difference +35.0 us" in out
+    assert "| `oscar2_fa_partial<128, 4, 1, 8>` | 0 | 0.0 | 1 | 70.0 | +70.0 |" in out
+    assert "| `oscar2_fa_partial<128, 4, 1, 0>` | 3 | 120.0 | 2 | 80.0 | -40.0 |" in out
+    assert "| `k_rot<128, 1>` | 3 | 21.0 | 3 | 26.0 | +5.0 |" in out
+    # layer by layer: the attention kernel and the combine after it
+    assert "| 1 | 43.0 | `oscar2_fa_partial<128, 4, 1, 0>` | 73.0 | `oscar2_fa_partial<128, 4, 1, 8>` |" in out
+    assert "| 2 | 43.0 | `oscar2_fa_partial<128, 4, 1, 0>` | 43.0 | `oscar2_fa_partial<128, 4, 1, 0>` |" in out
+
+
+def test_compare_takes_two_files(tmp_path):
+    p = tmp_path / "k.csv"
+    _write_csv(p, _token(3, 40.0) * 3)
+    assert _load().main(["--layers", "3", "--compare", str(p)]) == 1
