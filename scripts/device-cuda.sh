@@ -36,7 +36,8 @@
 # oscar2 takes upstream's Hadamard rotation), SYNTH_OSCAR=2 the same with the V rotation folded
 # into the weights (oscar-convert --fold-v), SYNTH_OSCAR=3 random rotations with centring means and a
 # precision plan of the zoo's shape (K in q4_0 in layers 14, 19, 23, 30 of 36: the calibrated default); PPL_MODEL, PPL_TEXT, PPL_TYPES; CUDA_BUILD_DIR
-# (default build-cuda/), so that two builds (say, two kernels' BIN_TAR) can be timed in one call.
+# (default build-cuda/), so that two builds (say, two kernels' BIN_TAR) can be timed in one call;
+# BUILD_TARGETS (default: test-backend-ops llama-bench llama-perplexity llama-batched-bench).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -98,7 +99,7 @@ step_build() {
         -DLLAMA_BUILD_TESTS=ON -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
         ${CUDA_LINEINFO:+-DCMAKE_CUDA_FLAGS=-lineinfo} > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; return 1; }
     log "build: compiling"
-    cmake --build "$BLD" -j"$(nproc)" --target test-backend-ops llama-bench llama-perplexity llama-batched-bench \
+    cmake --build "$BLD" -j"$(nproc)" --target ${BUILD_TARGETS:-test-backend-ops llama-bench llama-perplexity llama-batched-bench} \
         > "$OUT/build.log" 2>&1 || { grep -m 20 -A 5 "error" "$OUT/build.log"; return 1; }
     log "build: done"
 }
