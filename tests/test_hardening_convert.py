@@ -488,10 +488,20 @@ def test_check_rotations():
 
 # ----------------------------------------------------------------------------- 3. atomic writes and signals
 
+def _signals_as_at_a_terminal() -> None:
+    """(a child's preexec_fn) SIGINT and SIGTERM at their defaults, as for a command typed at a
+    terminal: a test run started in the background (nohup, `cmd &` in a script) hands its
+    children SIGINT ignored, and the converter keeps an ignored signal ignored by design
+    (test_ignored_signal_stays_ignored)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _start_slow_convert(model, rot, out, *extra, delay="0.4"):
     env = dict(os.environ, OSCAR_TEST_WRITE_DELAY=delay)
     p = subprocess.Popen(convert_cmd(str(model), "--rotations", str(rot), "-o", str(out), "-q", *extra), env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=_signals_as_at_a_terminal)
     deadline = time.time() + 90
     part = None
     while time.time() < deadline and p.poll() is None:
@@ -625,7 +635,7 @@ def test_work_folder_removed_on_signals(tmp_path, model, shape, capsys, sig):
     """The folder a Hugging Face MODEL is converted in (.OUT.oscar-convert-<pid>-<hex>.d)."""
     out = tmp_path / "o.gguf"
     p = subprocess.Popen([sys.executable, "-c", WORKDIR_SCRIPT, str(out)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=_signals_as_at_a_terminal)
     d = Path(p.stdout.readline().strip())
     assert d.is_dir() and d.name.startswith(f".o.gguf.oscar-convert-{p.pid}-") and d.name.endswith(".d")
     p.send_signal(sig)
