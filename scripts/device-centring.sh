@@ -8,7 +8,7 @@
 # (both), or centring with the plan's six key layers all in q4_0 (both4); then the GPU's logits against the CPU's on a centred, planned SmolLM2-geometry model
 # (batches of 4, the fused path). Output lines are the figures. STEPS (default "rot tg kld d64k")
 # picks the parts; "tg d64k" with MODELS="all both" is the decode table alone, in two rounds
-# (d64k runs every model of MODELS).
+# (d64k runs every model of MODELS, ROUNDS rounds, default 2).
 # "kw": key weighting (queries rotated by R_Q = W^-1 R, keys by W R): the GPU's logits against the
 # CPU's on a key-weighted SmolLM2-geometry model (batches of 4 and 512), and batch-1 decode of the
 # rotations-only model beside the same with key weighting (kw), two rounds.
@@ -41,7 +41,7 @@ if has kld; then
   PPL_MODEL=/tmp/s135.gguf KLD_TYPES=oscar2 KLD_UB=4 $D kld 2>&1 | grep "GPU against CPU"
 fi
 if has d64k; then
-  for r in 1 2; do for m in $MODELS; do echo "round $r $m d64k: $(tg $m '-r 1 -d 65536')"; done; done
+  for r in $(seq ${ROUNDS:-2}); do for m in $MODELS; do echo "round $r $m d64k: $(tg $m '-r 1 -d 65536')"; done; done
 fi
 if has kw; then
   python3 -m oscar.synthetic smollm2-135m --weights f16 --oscar --centre --key-weighting -o /tmp/s135kw.gguf 2>/dev/null
