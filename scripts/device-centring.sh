@@ -5,10 +5,11 @@
 # batch-1 decode of four synthetic Qwen3-8B models that differ only in what a calibration adds:
 # rotations only (all), + centring means (centre), + a precision plan of the Qwen2.5-Coder-1.5B
 # zoo entry's shape scaled to 36 layers (K in q8_0 in 3 and in q4_0 in 3 layers: plan), both
-# (both), or centring with the plan's six key layers all in q4_0 (both4); then the GPU's logits against the CPU's on a centred, planned SmolLM2-geometry model
-# (batches of 4, the fused path). Output lines are the figures. STEPS (default "rot tg kld d64k")
-# picks the parts; "tg d64k" with MODELS="all both" is the decode table alone, in two rounds
-# (d64k runs every model of MODELS, ROUNDS rounds, default 2).
+# (both), or centring with the plan's six key layers all in q4_0 (both4); then the GPU's logits
+# against the CPU's on a centred, planned SmolLM2-geometry model (batches of 4, the fused path).
+# Output lines are the figures. STEPS (default "rot tg kld d64k") picks the parts; "tg d64k" with
+# MODELS="all both" is the decode table alone, in two rounds (d64k runs every model of MODELS,
+# ROUNDS rounds, default 2).
 # "kw": key weighting (queries rotated by R_Q = W^-1 R, keys by W R): the GPU's logits against the
 # CPU's on a key-weighted SmolLM2-geometry model (batches of 4 and 512), and batch-1 decode of the
 # rotations-only model beside the same with key weighting (kw), two rounds.
