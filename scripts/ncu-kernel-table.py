@@ -79,10 +79,11 @@ def compare(runs: list[tuple[str, Kernels, float, Kernels]], layers: int, decode
         name = [""] * layers
         m = -1
         for k, dt in ks:
-            if any(s in k for s in decode_attn):
+            attn = any(s in k for s in decode_attn)
+            if attn:
                 m += 1
                 name[m % layers] = short(k)
-            if m >= 0 and (any(s in k for s in decode_attn) or "oscar2_fa_combine" in k):
+            if m >= 0 and (attn or "oscar2_fa_combine" in k):
                 t[m % layers] += dt / n
         layer_rows.append((t, name))
     for il in range(layers):
