@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build everything: llama.cpp/ (fetched and patched if needed), the programs in
 # build/bin, and the Python environment .venv/. Incremental: reruns only what changed.
-#   CUDA=1 scripts/build.sh      a CUDA build in build-cuda/ (GGML_CUDA=ON, with test-backend-ops);
+#   CUDA=1 scripts/build.sh      a CUDA build in build-cuda/ (GGML_CUDA=ON);
 #                                CUDA_ARCH sets the architectures (default 75;80;86;89;90, sm_90 = Hopper)
 #   OSCAR_UI=0 scripts/build.sh  llama-server without its built-in web UI (by default the UI is built
 #                                from llama.cpp/tools/ui with npm by scripts/build-ui.sh and embedded)
@@ -32,8 +32,10 @@ fi
 
 # GGML_RPC: the RPC backend (ggml-rpc-server, and --rpc HOST:PORT,... in every tool), llama.cpp's way
 # of spreading a model over several machines
-cmake_args=(-DCMAKE_BUILD_TYPE=Release "-DLLAMA_BUILD_UI=$ui" -DGGML_RPC=ON)
-[ "${CUDA:-0}" = 1 ] && cmake_args+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-75;80;86;89;90}" -DLLAMA_BUILD_TESTS=ON)
+# LLAMA_BUILD_TESTS: test-backend-ops, which checks each backend's ops against the CPU's (on the CPU:
+# the optimised kernels against upstream's reference row loop)
+cmake_args=(-DCMAKE_BUILD_TYPE=Release "-DLLAMA_BUILD_UI=$ui" -DGGML_RPC=ON -DLLAMA_BUILD_TESTS=ON)
+[ "${CUDA:-0}" = 1 ] && cmake_args+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCH:-75;80;86;89;90}")
 # upstream's AMX matrix products (chosen by -march=native on Sapphire Rapids and later) die with
 # SIGILL on the Firecracker VMs we build and test on (a tilezero in a worker thread, after its tile
 # configuration was lost); without AMX the same CPUs take the AVX512-VNNI kernels. OSCAR_AMX=1 keeps it
@@ -45,12 +47,12 @@ cmake_args+=("-DCMAKE_C_FLAGS=$cflags" "-DCMAKE_CXX_FLAGS=$cflags")
 [ -n "${CMAKE_EXTRA:-}" ] && cmake_args+=(${CMAKE_EXTRA})
 # configure a new build directory, and again when the AMX choice changed (an older build/)
 if [ ! -f "$BUILD/CMakeCache.txt" ] || ! grep -qx "CMAKE_C_FLAGS:STRING=$cflags" "$BUILD/CMakeCache.txt" \
-   || ! grep -qx "LLAMA_BUILD_UI:BOOL=$ui" "$BUILD/CMakeCache.txt" || ! grep -qx "GGML_RPC:BOOL=ON" "$BUILD/CMakeCache.txt"; then
+   || ! grep -qx "LLAMA_BUILD_UI:BOOL=$ui" "$BUILD/CMakeCache.txt" || ! grep -qx "GGML_RPC:BOOL=ON" "$BUILD/CMakeCache.txt" \
+   || ! grep -qx "LLAMA_BUILD_TESTS:BOOL=ON" "$BUILD/CMakeCache.txt"; then
     cmake -S . -B "$BUILD" "${cmake_args[@]}" >"$BUILD.configure.log" 2>&1 \
         || { tail -30 "$BUILD.configure.log" >&2; echo "build: error: cmake configure failed (log: $BUILD.configure.log)" >&2; exit 1; }
 fi
-targets=(llama llama-server llama-cli llama-completion llama-perplexity llama-bench llama-batched-bench llama-quantize ggml-rpc-server test-oscar2 test-oscar-clip)
-[ "${CUDA:-0}" = 1 ] && targets+=(test-backend-ops)
+targets=(llama llama-server llama-cli llama-completion llama-perplexity llama-bench llama-batched-bench llama-quantize ggml-rpc-server test-oscar2 test-oscar-clip test-backend-ops)
 echo "build: compiling ${targets[*]} with $JOBS jobs"
 cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
 # the generated header says whether llama-server embeds the UI: it must be what was asked for

@@ -1,6 +1,7 @@
-"""The CPU kernels (vec_dot, fused V accumulation, flash attention) of this machine
-(AVX2 on x86) and of aarch64 (NEON, cross-compiled, run under qemu-user), each
-checked by tests/c/test-oscar2.c against float64 references."""
+"""The CPU kernels (vec_dot, fused V accumulation, dequantisation, flash attention's decode
+and tiled paths) of this machine (AVX-512 or AVX2 on x86) and of aarch64 (NEON,
+cross-compiled, run under qemu-user), each checked by tests/c/test-oscar2.c against float64
+references."""
 from __future__ import annotations
 
 import re
@@ -25,6 +26,21 @@ def run_checks(cmd: list[str]) -> str:
 def test_native_kernels(bin_dir):
     out = run_checks([str(bin_dir / "test-oscar2"), "all"])
     assert "fa d=256" in out and "fa d= 64" in out
+
+
+def test_flash_attention_against_upstreams_row_loop(bin_dir):
+    """test-backend-ops on the CPU compares each op with the CPU backend's reference mode, which
+    takes upstream's row loop for flash attention (with the windows' tier lookup): every oscar2
+    case (decode and prompt batches; GQA 1-8; sinks, softcap, streams; q8_0/q4_0 beside oscar2;
+    the 16-bit windows with shuffled cells, in K, V or both) against it."""
+    p = subprocess.run([str(bin_dir / "test-backend-ops"), "test", "-b", "CPU", "-o", "FLASH_ATTN_EXT", "-p", "oscar2"],
+                       capture_output=True, text=True, timeout=900)
+    out = p.stdout + p.stderr
+    m = re.search(r"(\d+)/(\d+) tests passed", out)
+    assert m and p.returncode == 0, out[-3000:]
+    assert m.group(1) == m.group(2), out[-3000:]
+    assert int(m.group(2)) >= 300, out[-3000:]  # the oscar2 cases ran, not a filtered-out few
+    assert re.search(r"n_sink=\d+,n_recent=\d+,.*OK", out), "no two-tier (windows) case ran"
 
 
 def test_neon_kernels_under_qemu():

@@ -190,6 +190,40 @@ static void cmd_mad(void) {
     }
 }
 
+// --- dequant: rows of oscar2 at a byte stride into F32 rows -------------------
+
+void ggml_vec_dequant_oscar2(int n, int nr, float * y, const void * vx, size_t bx); // ggml-cpu internal (quants.h)
+
+static void cmd_dequant(void) {
+    const int sizes[] = { 64, 128, 256 };
+    for (size_t si = 0; si < 3; si++) {
+        const int n = sizes[si];
+        for (int nr = 1; nr <= 33; nr += 8) {
+            // rows of n values inside rows of 3n (a head among three), the middle third read
+            const size_t row_bytes = ggml_row_size(GGML_TYPE_OSCAR2, 3*n);
+            float   * x  = malloc((size_t) 3*n*nr*sizeof(float));
+            uint8_t * xq = malloc(row_bytes*nr);
+            float   * y  = malloc((size_t) n*nr*sizeof(float) + sizeof(float));
+            for (int i = 0; i < 3*n*nr; i++) x[i] = 3.0f*rand_normal() + (i % 7 == 0 ? 4.0f : 0.0f);
+            for (int r = 0; r < nr; r++) quantize_oscar2_row(x + (size_t) 3*n*r, xq + row_bytes*r, 3*n);
+            y[n*nr] = 12345.0f; // sentinel: nothing written past the last row
+            const size_t head_off = ggml_row_size(GGML_TYPE_OSCAR2, n);
+            ggml_vec_dequant_oscar2(n, nr, y, xq + head_off, row_bytes);
+            double err = 0.0;
+            for (int r = 0; r < nr; r++) {
+                for (int i = 0; i < n; i++) {
+                    const uint8_t * xr = xq + row_bytes*r + head_off;
+                    err = fmax(err, fabs(y[(size_t) r*n + i] - oscar2_value(xr + (i / QK)*BLOCK_BYTES, i % QK)));
+                }
+            }
+            char what[128];
+            snprintf(what, sizeof(what), "dequant n=%d rows=%d: max error %.3g", n, nr, err);
+            check(err < 1e-5 && y[n*nr] == 12345.0f, what);
+            free(x); free(xq); free(y);
+        }
+    }
+}
+
 // --- fa: flash attention with oscar2 K/V --------------------------------------
 
 typedef struct {
@@ -200,9 +234,10 @@ typedef struct {
     int nkv;    // KV positions
 } fa_case;
 
-// attention in float64 over the given (already dequantised) values
+// attention in float64 over the given (already dequantised) values; sinks (one logit per query
+// head, or NULL) join each softmax's denominator
 static void attention_ref(const fa_case * c, const double * q, const double * k, const double * v,
-                          const float * mask, double scale, double * out) {
+                          const float * mask, const float * sinks, double scale, double * out) {
     double * p = malloc(c->nkv*sizeof(double));
     for (int h = 0; h < c->hq; h++) {
         const int hk = h / (c->hq / c->hkv);
@@ -216,7 +251,8 @@ static void attention_ref(const fa_case * c, const double * q, const double * k,
                 p[j] = s*scale + mask[(size_t) i*c->nkv + j];
                 mx = fmax(mx, p[j]);
             }
-            double sum = 0.0;
+            if (sinks) mx = fmax(mx, sinks[h]);
+            double sum = sinks ? exp(sinks[h] - mx) : 0.0;
             for (int j = 0; j < c->nkv; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
             for (int e = 0; e < c->d; e++) {
                 double o = 0.0;
@@ -230,7 +266,7 @@ static void attention_ref(const fa_case * c, const double * q, const double * k,
 
 // run ggml_flash_attn_ext on the CPU with K/V of type `type`; out is [nq][hq][d]
 static void attention_ggml(const fa_case * c, enum ggml_type type, const float * q, const float * k,
-                           const float * v, const float * mask, float scale, int n_threads, float * out) {
+                           const float * v, const float * mask, const float * sinks, float scale, int n_threads, float * out) {
     const size_t kv_bytes = ggml_row_size(type, (int64_t) c->d*c->nkv*c->hkv);
     struct ggml_init_params ip = {
         .mem_size   = 2*kv_bytes + (size_t) 4*c->d*(c->nq*c->hq*3 + 64) + (size_t) 2*c->nq*c->nkv
@@ -254,7 +290,12 @@ static void attention_ggml(const fa_case * c, enum ggml_type type, const float *
     }
     ggml_fp32_to_fp16_row(mask, tm->data, (int64_t) c->nkv*c->nq);
     struct ggml_tensor * r = ggml_flash_attn_ext(ctx, tq, tk, tv, tm, scale, 0.0f, 0.0f);
-        struct ggml_cgraph * gf = ggml_new_graph(ctx);
+    if (sinks) {
+        struct ggml_tensor * ts = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, c->hq);
+        memcpy(ts->data, sinks, c->hq*sizeof(float));
+        ggml_flash_attn_ext_add_sinks(r, ts);
+    }
+    struct ggml_cgraph * gf = ggml_new_graph(ctx);
     ggml_build_forward_expand(gf, r);
     ggml_graph_compute_with_ctx(ctx, gf, n_threads);
     memcpy(out, r->data, ggml_nbytes(r)); // [d, hq, nq]
@@ -277,6 +318,8 @@ static void cmd_fa(void) {
         { 128, 4, 4,  16,  130 }, // no GQA
         { 256, 4, 1,   1,  257 }, // Gemma-3 head size
         { 256, 2, 1,   9,   64 },
+        {  64, 9, 3,   1, 1000 }, // decode over many groups of cells per thread, some all masked
+        { 128, 6, 1,   3,  700 }, // a few query tokens, GQA 6 (Qwen2.5-Coder-1.5B)
     };
     for (size_t ci = 0; ci < sizeof(cases)/sizeof(cases[0]); ci++) {
         const fa_case * c = &cases[ci];
@@ -309,7 +352,7 @@ static void cmd_fa(void) {
         // causal mask: query i sees positions up to nkv - nq + i; a few other holes
         for (int i = 0; i < c->nq; i++) {
             for (int j = 0; j < c->nkv; j++) {
-                const int visible = j <= c->nkv - c->nq + i && (j % 11 != 3);
+                const int visible = j <= c->nkv - c->nq + i && (j % 11 != 3) && !(c->nkv > 500 && j >= 96 && j < 224);
                 mask[(size_t) i*c->nkv + j] = visible ? 0.0f : -INFINITY;
             }
         }
@@ -353,12 +396,17 @@ static void cmd_fa(void) {
 
         double * ref_q  = malloc(nq_el*sizeof(double));
         double * ref_16 = malloc(nq_el*sizeof(double));
-        attention_ref(c, qd_h, kd, vd, mask, scale, ref_q);
-        attention_ref(c, qf_h, kf, vf, mask, scale, ref_16);
+        attention_ref(c, qd_h, kd, vd, mask, NULL, scale, ref_q);
+        attention_ref(c, qf_h, kf, vf, mask, NULL, scale, ref_16);
+        // attention sinks (one logit per head, some above every score, some below)
+        float  * sinks     = malloc(c->hq*sizeof(float));
+        double * ref_sinks = malloc(nq_el*sizeof(double));
+        for (int h = 0; h < c->hq; h++) sinks[h] = 12.0f*(float) rand_uniform() - 4.0f;
+        attention_ref(c, qd_h, kd, vd, mask, sinks, scale, ref_sinks);
 
         for (int nt = 1; nt <= 2; nt++) {
             float * out = malloc(nq_el*sizeof(float));
-            attention_ggml(c, GGML_TYPE_OSCAR2, q, k, v, mask, scale, nt, out);
+            attention_ggml(c, GGML_TYPE_OSCAR2, q, k, v, mask, NULL, scale, nt, out);
             double err = 0.0, err16 = 0.0, norm = 0.0;
             for (size_t i = 0; i < nq_el; i++) {
                 err   = fmax(err, fabs(out[i] - ref_q[i]));
@@ -377,8 +425,17 @@ static void cmd_fa(void) {
             check(rel16 < 0.55, what);
             printf("fa d=%3d hq=%d hkv=%d nq=%2d nkv=%3d threads=%d: max err vs float64 %.2e, rel RMS vs f16 %.3f\n",
                    c->d, c->hq, c->hkv, c->nq, c->nkv, nt, err, rel16);
+            attention_ggml(c, GGML_TYPE_OSCAR2, q, k, v, mask, sinks, scale, nt, out);
+            double err_s = 0.0;
+            for (size_t i = 0; i < nq_el; i++) err_s = fmax(err_s, fabs(out[i] - ref_sinks[i]));
+            snprintf(what, sizeof(what), "fa d=%d hq=%d hkv=%d nq=%d nkv=%d threads=%d with sinks: max |ggml - float64| = %.3g",
+                     c->d, c->hq, c->hkv, c->nq, c->nkv, nt, err_s);
+            check(err_s < 2e-4, what);
+            printf("fa d=%3d hq=%d hkv=%d nq=%2d nkv=%3d threads=%d with sinks: max err vs float64 %.2e\n",
+                   c->d, c->hq, c->hkv, c->nq, c->nkv, nt, err_s);
             free(out);
         }
+        free(sinks); free(ref_sinks);
         free(q); free(k); free(v); free(mask); free(kd); free(vd); free(qd); free(kf); free(vf); free(qf);
         free(kq); free(vq); free(q8); free(q8f); free(qd_h); free(qf_h); free(ref_q); free(ref_16);
     }
@@ -622,14 +679,15 @@ int main(int argc, char ** argv) {
     }
     const char * what = argc >= 2 ? argv[1] : "all";
     const int all = strcmp(what, "all") == 0;
-    if (!all && strcmp(what, "dot") && strcmp(what, "mad") && strcmp(what, "fa") && strcmp(what, "fa-windows") &&
+    if (!all && strcmp(what, "dot") && strcmp(what, "mad") && strcmp(what, "dequant") && strcmp(what, "fa") && strcmp(what, "fa-windows") &&
             strcmp(what, "windows-info")) {
-        fprintf(stderr, "usage: %s [quant IN OUT | dot | mad | fa | fa-windows | windows-info | all]\n", argv[0]);
+        fprintf(stderr, "usage: %s [quant IN OUT | dot | mad | dequant | fa | fa-windows | windows-info | all]\n", argv[0]);
         return 2;
     }
     ggml_cpu_init();
     if (all || !strcmp(what, "dot")) cmd_dot();
     if (all || !strcmp(what, "mad")) cmd_mad();
+    if (all || !strcmp(what, "dequant")) cmd_dequant();
     if (all || !strcmp(what, "fa"))  cmd_fa();
     if (all || !strcmp(what, "fa-windows")) cmd_fa_windows();
     if (all || !strcmp(what, "windows-info")) cmd_windows_info();
