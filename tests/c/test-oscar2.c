@@ -404,9 +404,17 @@ static void cmd_fa(void) {
         for (int h = 0; h < c->hq; h++) sinks[h] = 12.0f*(float) rand_uniform() - 4.0f;
         attention_ref(c, qd_h, kd, vd, mask, sinks, scale, ref_sinks);
 
+        float * out1 = malloc(nq_el*sizeof(float)); // one thread's result: two threads give the same bits
         for (int nt = 1; nt <= 2; nt++) {
             float * out = malloc(nq_el*sizeof(float));
             attention_ggml(c, GGML_TYPE_OSCAR2, q, k, v, mask, NULL, scale, nt, out);
+            if (nt == 1) {
+                memcpy(out1, out, nq_el*sizeof(float));
+            } else if (c->nq < FA_TILE_Q) {
+                char what_t[160];
+                snprintf(what_t, sizeof(what_t), "fa d=%d hq=%d nq=%d nkv=%d: 2 threads equal 1 thread bit for bit", c->d, c->hq, c->nq, c->nkv);
+                check(memcmp(out, out1, nq_el*sizeof(float)) == 0, what_t);
+            }
             double err = 0.0, err16 = 0.0, norm = 0.0;
             for (size_t i = 0; i < nq_el; i++) {
                 err   = fmax(err, fabs(out[i] - ref_q[i]));
@@ -435,7 +443,7 @@ static void cmd_fa(void) {
                    c->d, c->hq, c->hkv, c->nq, c->nkv, nt, err_s);
             free(out);
         }
-        free(sinks); free(ref_sinks);
+        free(sinks); free(ref_sinks); free(out1);
         free(q); free(k); free(v); free(mask); free(kd); free(vd); free(qd); free(kf); free(vf); free(qf);
         free(kq); free(vq); free(q8); free(q8f); free(qd_h); free(qf_h); free(ref_q); free(ref_16);
     }
