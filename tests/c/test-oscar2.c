@@ -7,9 +7,10 @@
 //                                      (py/oscar/quant.py checks them bit for bit)
 //   test-oscar2 dot                    this CPU's vec_dot (SIMD) against the scalar formula
 //   test-oscar2 mad                    this CPU's fused V accumulation against dequantise + axpy
+//   test-oscar2 dots                   this CPU's scores of a group of rows against several Q rows
 //   test-oscar2 fa                     flash attention over oscar2 K/V against float64 attention
 //   test-oscar2 fa-windows             two-tier flash attention (16-bit windows beside oscar2)
-//   test-oscar2 all                    dot, mad, fa and fa-windows
+//   test-oscar2 all                    every command but quant
 //
 // Exit status 0 only if every check passed; the last line is "N passed, M failed".
 
@@ -220,6 +221,75 @@ static void cmd_dequant(void) {
             snprintf(what, sizeof(what), "dequant n=%d rows=%d: max error %.3g", n, nr, err);
             check(err < 1e-5 && y[n*nr] == 12345.0f, what);
             free(x); free(xq); free(y);
+        }
+    }
+}
+
+// --- dots: a group of K rows against several q8_0 rows in one call -------------
+
+void ggml_vec_dots_q8_0(enum ggml_type type, int n, int nr, int nq, float * s, size_t bs, const void * vx, size_t bx, const void * vy); // ggml-cpu internal (quants.h)
+
+// x . y in double from both rows dequantised by ggml-base's reference to_float, and the sum of
+// |terms| that float32 rounding is relative to
+static double dot_dequantised(enum ggml_type type, const void * x, const void * y, int n, double * scale) {
+    float * xf = malloc(n*sizeof(float));
+    float * yf = malloc(n*sizeof(float));
+    ggml_get_type_traits(type)->to_float(x, xf, n);
+    ggml_get_type_traits(GGML_TYPE_Q8_0)->to_float(y, yf, n);
+    double sum = 0.0;
+    *scale = 0.0;
+    for (int e = 0; e < n; e++) {
+        sum    += (double) xf[e]*yf[e];
+        *scale += fabs((double) xf[e]*yf[e]);
+    }
+    free(xf); free(yf);
+    return sum;
+}
+
+static void cmd_dots(void) {
+    const enum ggml_type types[] = { GGML_TYPE_OSCAR2, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    const int sizes[] = { 64, 128, 256 };
+    const int nqs[]   = { 1, 3, 8 };
+    for (size_t ti = 0; ti < 3; ti++) {
+        const enum ggml_type type = types[ti];
+        for (size_t si = 0; si < 3; si++) {
+            const int n = sizes[si];
+            for (int nr = 1; nr <= 40; nr += (nr < 17 ? 15 : 7)) {      // 1, 16, 31, 38: whole SIMD groups and tails
+                for (size_t qi = 0; qi < 3; qi++) {
+                    const int nq = nqs[qi];
+                    // rows of n values inside rows of 3n (a KV head among three), the middle
+                    // third read; blocks with offsets so that oscar2's minima matter
+                    const size_t row_bytes = ggml_row_size(type, 3*n);
+                    const size_t head_off  = ggml_row_size(type, n);
+                    const size_t q_bytes   = ggml_row_size(GGML_TYPE_Q8_0, n);
+                    float   * x  = malloc((size_t) 3*n*nr*sizeof(float));
+                    float   * y  = malloc((size_t) n*nq*sizeof(float));
+                    uint8_t * xq = malloc(row_bytes*nr);
+                    uint8_t * yq = malloc(q_bytes*nq);
+                    const size_t bs = (size_t) nr + 3; // scores of one y row, then a gap
+                    float   * s  = malloc(bs*nq*sizeof(float));
+                    for (int i = 0; i < 3*n*nr; i++) x[i] = 2.0f*rand_normal() + (i % 64 < 16 ? 6.0f : -3.0f);
+                    for (int i = 0; i < n*nq; i++) y[i] = rand_normal() + (i % 7 == 0 ? 1.5f : 0.0f);
+                    for (int r = 0; r < nr; r++) ggml_get_type_traits(type)->from_float_ref(x + (size_t) 3*n*r, xq + row_bytes*r, 3*n);
+                    ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float(y, yq, (int64_t) n*nq);
+                    for (size_t i = 0; i < bs*nq; i++) s[i] = 12345.0f;
+                    ggml_vec_dots_q8_0(type, n, nr, nq, s, bs, xq + head_off, row_bytes, yq);
+                    double worst = 0.0; // error over the float32 rounding bound
+                    int gaps_kept = 1;
+                    for (int h = 0; h < nq; h++) {
+                        for (int r = 0; r < nr; r++) {
+                            double scale;
+                            const double ref = dot_dequantised(type, xq + row_bytes*r + head_off, yq + q_bytes*h, n, &scale);
+                            worst = fmax(worst, fabs(s[h*bs + r] - ref)/(1e-5*scale + 1e-6));
+                        }
+                        for (size_t r = nr; r < bs; r++) gaps_kept &= s[h*bs + r] == 12345.0f;
+                    }
+                    char what[160];
+                    snprintf(what, sizeof(what), "dots %s n=%d rows=%d q rows=%d: worst error / float32 bound %.3g", ggml_type_name(type), n, nr, nq, worst);
+                    check(worst <= 1.0 && gaps_kept, what);
+                    free(x); free(y); free(xq); free(yq); free(s);
+                }
+            }
         }
     }
 }
@@ -687,15 +757,16 @@ int main(int argc, char ** argv) {
     }
     const char * what = argc >= 2 ? argv[1] : "all";
     const int all = strcmp(what, "all") == 0;
-    if (!all && strcmp(what, "dot") && strcmp(what, "mad") && strcmp(what, "dequant") && strcmp(what, "fa") && strcmp(what, "fa-windows") &&
+    if (!all && strcmp(what, "dot") && strcmp(what, "mad") && strcmp(what, "dequant") && strcmp(what, "dots") && strcmp(what, "fa") && strcmp(what, "fa-windows") &&
             strcmp(what, "windows-info")) {
-        fprintf(stderr, "usage: %s [quant IN OUT | dot | mad | dequant | fa | fa-windows | windows-info | all]\n", argv[0]);
+        fprintf(stderr, "usage: %s [quant IN OUT | dot | mad | dequant | dots | fa | fa-windows | windows-info | all]\n", argv[0]);
         return 2;
     }
     ggml_cpu_init();
     if (all || !strcmp(what, "dot")) cmd_dot();
     if (all || !strcmp(what, "mad")) cmd_mad();
     if (all || !strcmp(what, "dequant")) cmd_dequant();
+    if (all || !strcmp(what, "dots")) cmd_dots();
     if (all || !strcmp(what, "fa"))  cmd_fa();
     if (all || !strcmp(what, "fa-windows")) cmd_fa_windows();
     if (all || !strcmp(what, "windows-info")) cmd_windows_info();
