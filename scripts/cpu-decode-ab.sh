@@ -8,6 +8,10 @@
 # upstream llama-bench into $UPSTREAM_BUILD (default /tmp/oscar-upstream-build, same compiler
 # flags as build/) and converts the zoo model if absent. Check `uptime` first: nothing else
 # may run. Writes results/cpu-decode/rounds.jsonl and prints one table row per round.
+# Each run also records the round trip of a cache line between CPUs 0 and 1 right before and
+# after it (scripts/cpu-pingpong.c; "rt" in ns): on a VM the host moves the two vCPUs between
+# cores that share a cache (about 50 ns) and cores that do not (100-360 ns), and a 2-thread
+# decode is slower in the second case; compare runs of the same placement.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -35,13 +39,19 @@ if [ ! -x "$UB/bin/llama-bench" ]; then
 fi
 
 mkdir -p "$OUT"
+PINGPONG=$UB/cpu-pingpong
+[ -x "$PINGPONG" ] && [ "$PINGPONG" -nt scripts/cpu-pingpong.c ] || { mkdir -p "$UB" && cc -O2 -pthread scripts/cpu-pingpong.c -o "$PINGPONG"; }
 : > "$OUT/rounds.jsonl"
 echo "cpu-decode-ab: $(uptime | sed 's/.*load/load/'), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 bench() { # label, binary, model, type, round
-    "$2" -m "$3" -fa 1 -t "$THREADS" -p 0 -n "$N_GEN" -d "$DEPTHS" -ctk "$4" -ctv "$4" -r 1 -o jsonl 2>/dev/null \
-        | python3 -c 'import json,sys
+    local rt0 rt1 rows
+    rt0=$("$PINGPONG")
+    rows=$("$2" -m "$3" -fa 1 -t "$THREADS" -p 0 -n "$N_GEN" -d "$DEPTHS" -ctk "$4" -ctv "$4" -r 1 -o jsonl 2>/dev/null)
+    rt1=$("$PINGPONG")
+    echo "$rows" | python3 -c 'import json,sys
 for l in sys.stdin:
-    r = json.loads(l); r["label"] = sys.argv[1]; r["round"] = int(sys.argv[2]); print(json.dumps(r))' "$1" "$5" \
+    r = json.loads(l); r["label"] = sys.argv[1]; r["round"] = int(sys.argv[2])
+    r["rt_ns"] = [int(sys.argv[3]), int(sys.argv[4])]; print(json.dumps(r))' "$1" "$5" "$rt0" "$rt1" \
         >> "$OUT/rounds.jsonl"
 }
 for r in $(seq 1 "$ROUNDS"); do
@@ -51,7 +61,7 @@ for r in $(seq 1 "$ROUNDS"); do
     python3 - "$OUT/rounds.jsonl" "$r" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["round"] == int(sys.argv[2])]
-print(f"round {sys.argv[2]}: " + "; ".join(f'{r["label"]} d{r["n_depth"]} {r["avg_ts"]:.2f}' for r in rows), flush=True)
+print(f"round {sys.argv[2]}: " + "; ".join(f'{r["label"]} d{r["n_depth"]} {r["avg_ts"]:.2f} (rt {r["rt_ns"][0]}/{r["rt_ns"][1]} ns)' for r in rows), flush=True)
 EOF
 done
 echo "cpu-decode-ab: wrote $OUT/rounds.jsonl ($ROUNDS rounds, depths $DEPTHS, commit $(git rev-parse --short HEAD))"
