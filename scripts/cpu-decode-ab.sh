@@ -11,7 +11,8 @@
 # Each run also records the round trip of a cache line between CPUs 0 and 1 right before and
 # after it (scripts/cpu-pingpong.c; "rt" in ns): on a VM the host moves the two vCPUs between
 # cores that share a cache (about 50 ns) and cores that do not (100-360 ns), and a 2-thread
-# decode is slower in the second case; compare runs of the same placement.
+# decode is slower in the second case; compare runs of the same placement
+# (scripts/cpu-decode-placement.py groups them, and runs at the end).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -64,4 +65,5 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["round"] == in
 print(f"round {sys.argv[2]}: " + "; ".join(f'{r["label"]} d{r["n_depth"]} {r["avg_ts"]:.2f} (rt {r["rt_ns"][0]}/{r["rt_ns"][1]} ns)' for r in rows), flush=True)
 EOF
 done
+python3 scripts/cpu-decode-placement.py "$OUT/rounds.jsonl" || true
 echo "cpu-decode-ab: wrote $OUT/rounds.jsonl ($ROUNDS rounds, depths $DEPTHS, commit $(git rev-parse --short HEAD))"
