@@ -4,8 +4,9 @@
 Each run of rounds.jsonl carries rt_ns, a cache line's round trip between CPUs 0 and 1 before
 and after it (scripts/cpu-pingpong.c). A run is "sharing" (the vCPUs on cores that share a
 cache) when both are below --near ns, "apart" when both are above --far ns, and left out
-otherwise (the placement changed while it ran, or a third one: 100-250 ns were seen too). Prints, per depth, each build's tok/s range, median and run
-count in both placements and the ratio of the oscar2 medians to each f16 build's.
+otherwise (the placement changed while it ran, or a third one: 100-250 ns were seen too).
+Prints, per depth, each build's tok/s range, median and run count in both placements and the
+ratio of the oscar2 medians to each f16 build's.
 
     scripts/cpu-decode-placement.py results/cpu-decode/rounds.jsonl [more.jsonl ...]
 """
