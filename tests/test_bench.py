@@ -341,6 +341,18 @@ def test_synth_centre_and_plan(tmp_path, capfd):
     assert synthetic.main(common + ["--k-q4_0-layers", "0", "--k-q8_0-layers", "1", "-o", str(q8)]) == 0
     field = gguf.GGUFReader(str(q8)).fields["oscar.cache_type_k"]
     assert [str(bytes(field.parts[i]), "utf-8") for i in field.data] == ["q4_0", "q8_0"]
+    # 3-bit keys: llama.cpp stores them as its plan says and decodes through them
+    k3 = tmp_path / "k3.gguf"
+    assert synthetic.main(common + ["--k-oscar3-layers", "0", "-o", str(k3)]) == 0
+    capfd.readouterr()
+    llm = oscar.load(k3, kv="oscar2", n_ctx=256, kv_sink=4, kv_recent=8, logits_all=True, verbose=True)
+    llm.eval(llm.tokenize(b"the quick brown fox jumps over the lazy dog"))
+    assert np.isfinite(np.array(llm.scores[: llm.n_tokens])).all()
+    err = capfd.readouterr().err
+    assert "K oscar3 in 1 of 2 layers" in err, err[-2000:]
+    del llm
+    assert synthetic.main(common + ["--k-oscar3-layers", "0", "--k-q8_0-layers", "0", "-o", str(tmp_path / "w.gguf")]) == 1
+    assert not (tmp_path / "w.gguf").exists()
 
 
 # ----------------------------------------------------------------------------- equal memory

@@ -32,6 +32,12 @@ def test_k_tile_mma_emulation_matches_cpu_dot():
     assert out.rstrip().splitlines()[-1].startswith("ok")
 
 
+def test_set_rows_oscar3_warp_quantiser_matches_cpu_bytes():
+    """The CUDA oscar3 cache write's warp quantiser (oscar3_quantize_block_warp) gives the bytes of
+    quantize_row_oscar3_ref (a CPU build's library, else oscar.quant's copy)."""
+    assert _run("emulate_set_rows_oscar3.py").rstrip().splitlines()[-1].startswith("ok")
+
+
 def test_k_hot_mma_emulation_matches_reference():
     assert _run("emulate_k_hot_mma.py").rstrip().endswith("ok")
 

@@ -14,6 +14,10 @@
    (beside oscar2, f16, q8_0 or q4_0 on the other side) and the 16-bit windows matches a float64
    two-tier reference on test-backend-ops' oscar2 cases, and a mutant of them (a flipped sign, an
    off-by-one clip rank) fails.
+4. The oscar3 keys of a precision plan, in the same library: the cache write gives the bytes of
+   an oscar3 numpy twin written here (itself checked against the CPU's quantize_row_oscar3_ref),
+   and flash attention with K oscar3 beside V oscar2 or f16 matches the float64 reference on
+   test-backend-ops' oscar3 cases; a mutant (a high bit dropped) fails.
 """
 from __future__ import annotations
 
@@ -269,12 +273,13 @@ from oscar import quant as oscar_quant  # noqa: E402
 
 OSCAR2_KERNELS = Path(os.environ.get("OSCAR_METAL_SRC", str(KERNELS)))
 OSCAR2_FILES = ["fa_vec_oscar2.metal", "oscar2.metal"]
-# the kernel variants the emulator build instantiates (launchers/oscar2.cpp, OSCAR2_EMU_VARIANTS):
-# a build of all 42 takes minutes on two cores
+# the kernel variants the emulator's dispatch table holds (launchers/oscar2.cpp, OSCAR2_EMU_VARIANTS;
+# without it, all 54): the ones the cases below run. The oscar3 keys: all 12 of fa_vec_oscar2.metal
 OSCAR2_VARIANTS = [("oscar2", "oscar2", 64, 1), ("oscar2", "oscar2", 128, 1), ("oscar2", "oscar2", 256, 1),
                    ("oscar2", "oscar2", 128, 4), ("oscar2", "f16", 128, 1), ("f16", "oscar2", 64, 1),
                    ("oscar2", "q8_0", 256, 1), ("q8_0", "oscar2", 128, 1), ("oscar2", "q4_0", 64, 1),
-                   ("q4_0", "oscar2", 128, 1), ("q4_0", "oscar2", 256, 4)]
+                   ("q4_0", "oscar2", 128, 1), ("q4_0", "oscar2", 256, 4)] + \
+                  [("oscar3", vt, d, q) for vt in ("oscar2", "f16") for d in (64, 128, 256) for q in (1, 4)]
 
 
 @pytest.fixture(scope="module")
@@ -296,9 +301,14 @@ def build_oscar2_exe(kernels: Path, out: Path, variants=OSCAR2_VARIANTS) -> subp
 
 
 # deliberate errors, each of which a test must catch: a sign flipped in the oscar2 dequantiser
-# (flash attention) and the clip threshold's rank off by one (cache write)
-MUTANTS = [("oscar2.h", "reg = (type4) (m + d*float4(c));", "reg = (type4) (m - d*float4(c));"),
-           ("oscar2.h", "if (lt <= k && k < le) {", "if (lt <= k + 1 && k + 1 < le) {")]
+# (flash attention) and the clip threshold's rank off by one (cache write); for oscar3 the high
+# bit of the codes dropped, in the dequantiser and in the cache write's qh
+MUTANTS = [("oscar2.h", "    reg = (type4) (m + d*float4(c));\n}\n\n// 4 values (il*4 .. il*4 + 3, il in 0..15) of an oscar3",
+            "    reg = (type4) (m - d*float4(c));\n}\n\n// 4 values (il*4 .. il*4 + 3, il in 0..15) of an oscar3"),
+           ("oscar2.h", "if (lt <= k && k < le) {", "if (lt <= k + 1 && k + 1 < le) {"),
+           ("oscar2.h", "const uchar4 c = ((q >> sh) & 3) | (((uchar4(h) >> uchar4(0, 1, 2, 3)) & 1) << 2);",
+            "const uchar4 c = ((q >> sh) & 3) | (((uchar4(h) >> uchar4(0, 1, 2, 3)) & 0) << 2);"),
+           ("oscar2.h", "const uint h1 = simd_or((c1 >> 2) << tiisg);", "const uint h1 = simd_or((c1 >> 3) << tiisg);")]
 
 
 @pytest.fixture(scope="module")
@@ -314,7 +324,7 @@ def oscar2_builds(have_oscar2_sources, tmp_path_factory) -> dict:
     jobs = {}
     if not pre:
         jobs["exe"] = (have_oscar2_sources, OSCAR2_VARIANTS)
-    jobs["mutant"] = (mk, [("oscar2", "oscar2", 64, 1)])
+    jobs["mutant"] = (mk, [("oscar2", "oscar2", 64, 1), ("oscar3", "f16", 64, 1)])
     procs = {name: subprocess.Popen([sys.executable, str(EMU / "mslcc.py"), "build", str(k), str(root / name),
                                      str(EMU / "launchers" / "oscar2.cpp"), "-O0", oscar2_variant_flag(v)],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -332,11 +342,58 @@ def oscar2_exe(oscar2_builds) -> Path:
     return oscar2_builds["exe"]
 
 
+OSCAR3_BLOCK_BYTES = 28  # block_oscar3: d, m (f16), qs[16], qh[8]
+
+
+def quant_oscar3(x: np.ndarray) -> np.ndarray:
+    """oscar3 blocks ([x.size // 64, 28] uint8) of float32 values, in numpy, step for step as
+    ggml's quantize_row_oscar3_ref: saturate to the f16 range, min and max with NaN skipped,
+    d = (max - min)/7 and m = min stored as f16, codes rint((x - m)*(1/d)) clamped to 0..7 against
+    the stored d and m (NaN codes 0). The low two bits of the code of element j + 16k in bits
+    2k..2k+1 of qs[j], the high bit of element i in bit i of the little-endian word qh."""
+    xb = np.clip(np.asarray(x, np.float32).reshape(-1, 64), -oscar_quant.F16_MAX, oscar_quant.F16_MAX)
+    mn = np.where(np.isnan(xb), np.float32(np.inf), xb).min(axis=1)
+    mx = np.where(np.isnan(xb), np.float32(-np.inf), xb).max(axis=1)
+    all_nan = mn > mx
+    mn[all_nan] = 0
+    mx[all_nan] = 0
+    d16 = ((mx - mn) / np.float32(7)).astype(np.float16)
+    m16 = mn.astype(np.float16)
+    df, mf = d16.astype(np.float32), m16.astype(np.float32)
+    idv = (np.float32(1) / np.where(df > 0, df, np.float32(1))) * (df > 0)
+    with np.errstate(invalid="ignore"):
+        v = (xb - mf[:, None]) * idv[:, None].astype(np.float32)
+    v = np.where(v > 0, v, np.float32(0))  # NaN -> 0
+    v = np.where(v < 7, v, np.float32(7))
+    c = np.rint(v).astype(np.uint8)        # half to even
+    lo = c & 3
+    out = np.empty((xb.shape[0], OSCAR3_BLOCK_BYTES), np.uint8)
+    out[:, 0:2] = d16.view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = m16.view(np.uint8).reshape(-1, 2)
+    out[:, 4:20] = lo[:, 0:16] | (lo[:, 16:32] << 2) | (lo[:, 32:48] << 4) | (lo[:, 48:64] << 6)
+    out[:, 20:28] = np.packbits(c >> 2, axis=1, bitorder="little")
+    return out
+
+
+def dequant_oscar3(blocks: np.ndarray) -> np.ndarray:
+    """Values of oscar3 blocks ([n, 28] uint8) as a flat float32 array: m + d*c in float32."""
+    b = np.ascontiguousarray(np.asarray(blocks, np.uint8).reshape(-1, OSCAR3_BLOCK_BYTES))
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
+    m = b[:, 2:4].copy().view(np.float16).astype(np.float32)
+    lo = np.concatenate([(b[:, 4:20] >> (2 * k)) & 3 for k in range(4)], axis=1)
+    hi = np.unpackbits(b[:, 20:28], axis=1, bitorder="little")
+    return (m + d * (lo | (hi << 2)).astype(np.float32)).reshape(-1).astype(np.float32)
+
+
 def encode_kv(kind: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes the kernel reads, values they stand for) for x [..., D], oscar2 through py/oscar/quant.py."""
+    """(bytes the kernel reads, values they stand for) for x [..., D], oscar2 through py/oscar/quant.py,
+    oscar3 through quant_oscar3."""
     if kind == "oscar2":
         raw = oscar_quant.quantize(x).reshape(x.shape[:-1] + (-1,))
         return raw, oscar_quant.dequantize(raw).reshape(x.shape)
+    if kind == "oscar3":
+        raw = quant_oscar3(x).reshape(x.shape[:-1] + (-1,))
+        return raw, dequant_oscar3(raw).reshape(x.shape)
     return encode(kind, x)
 
 
@@ -470,8 +527,8 @@ def test_oscar2_sources_type_check(have_oscar2_sources) -> None:
     k = have_oscar2_sources
     r = mslcc("check", str(k), *[str(k / f) for f in OSCAR2_FILES])
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "ok   fa_vec_oscar2.metal: 42 kernel instantiations" in r.stdout
-    assert "ok   oscar2.metal: 2 kernel instantiations" in r.stdout
+    assert "ok   fa_vec_oscar2.metal: 54 kernel instantiations" in r.stdout
+    assert "ok   oscar2.metal: 4 kernel instantiations" in r.stdout
 
 
 def copy_kernels(src: Path, dst_root: Path) -> Path:
@@ -495,8 +552,11 @@ def test_oscar2_type_check_catches_a_missing_conversion(have_oscar2_sources, tmp
 
 # --- the cache write: bytes equal to the numpy twin's --------------------------------------------
 
-def set_rows_reference(src: np.ndarray, idx: np.ndarray, dst: np.ndarray, n_seg: int, r: float) -> np.ndarray:
-    """src [ne03, ne02, ne01, ne00] f32, idx [ne12, ne11, ne01], dst [ne03, ne02, ne1, ne00/64*20] bytes."""
+def set_rows_reference(src: np.ndarray, idx: np.ndarray, dst: np.ndarray, n_seg: int, r: float,
+                       kind: str = "oscar2") -> np.ndarray:
+    """src [ne03, ne02, ne01, ne00] f32, idx [ne12, ne11, ne01], dst [ne03, ne02, ne1, ne00/64*20] bytes
+    (oscar3: ne00/64*28, never clipped)."""
+    quantize = quant_oscar3 if kind == "oscar3" else oscar_quant.quantize
     out = dst.copy()
     ne03, ne02, ne01, ne00 = src.shape
     for i3 in range(ne03):
@@ -505,26 +565,27 @@ def set_rows_reference(src: np.ndarray, idx: np.ndarray, dst: np.ndarray, n_seg:
                 x = src[i3, i2, i1]
                 if n_seg:
                     x = oscar_clip.clip_rows(x.reshape(-1, n_seg), r).reshape(-1)
-                out[i3, i2, int(idx[i3 % idx.shape[0], i2 % idx.shape[1], i1])] = oscar_quant.quantize(x).reshape(-1)
+                out[i3, i2, int(idx[i3 % idx.shape[0], i2 % idx.shape[1], i1])] = quantize(x).reshape(-1)
     return out
 
 
 def run_set_rows(exe: Path, tmp: Path, src: np.ndarray, idx: np.ndarray, ne1: int, n_seg: int, r: float,
-                 seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                 seed: int = 0, kind: str = "oscar2") -> tuple[np.ndarray, np.ndarray]:
     ne03, ne02, ne01, ne00 = src.shape
     rng = np.random.default_rng(seed)
-    dst = rng.integers(0, 256, (ne03, ne02, ne1, ne00 // 64 * 20), dtype=np.uint8)  # rows not written keep these
+    rb = ne00 // 64 * (OSCAR3_BLOCK_BYTES if kind == "oscar3" else oscar_quant.BLOCK_BYTES)
+    dst = rng.integers(0, 256, (ne03, ne02, ne1, rb), dtype=np.uint8)  # rows not written keep these
     (tmp / "src.bin").write_bytes(src.astype(np.float32).tobytes())
     (tmp / "idx.bin").write_bytes(idx.tobytes())
     (tmp / "dst.bin").write_bytes(dst.tobytes())
     k = oscar_clip.clip_index(r, n_seg) if n_seg else 0
-    args = [str(exe), "mode=set_rows", f"ne00={ne00}", f"ne01={ne01}", f"ne02={ne02}", f"ne03={ne03}", f"ne1={ne1}",
+    args = [str(exe), "mode=set_rows", f"type={kind}", f"ne00={ne00}", f"ne01={ne01}", f"ne02={ne02}", f"ne03={ne03}", f"ne1={ne1}",
             f"ne11={idx.shape[1]}", f"ne12={idx.shape[0]}", f"idx={'i64' if idx.dtype == np.int64 else 'i32'}",
             f"nseg={n_seg}", f"clipk={k}", f"dir={tmp}"]
     p = subprocess.run(args, capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     out = np.fromfile(tmp / "out.bin", dtype=np.uint8).reshape(dst.shape)
-    return out, set_rows_reference(src, idx, dst, n_seg, r)
+    return out, set_rows_reference(src, idx, dst, n_seg, r, kind)
 
 
 # (hs, row = hs*mult, source rows, ne02, ne03, destination rows, index type, clip ratio or None):
@@ -600,12 +661,11 @@ def fa_case_id(c) -> str:
     return f"{kt}-{vt}-d{d}-nq{nq}-gqa{nh // nkvh}-kv{nkv}-ns{ns}" + "".join(f"-{k}{int(v)}" for k, v in o.items())
 
 
-@pytest.mark.parametrize("case", FA_CASES, ids=fa_case_id)
-def test_oscar2_fa_matches_the_two_tier_reference(oscar2_exe: Path, tmp_path: Path, case) -> None:
+def check_fa_case(exe: Path, tmp_path: Path, case) -> None:
     kt, vt, d, nq, nh, nkvh, nkv, ns, o = case
     opts = {k: v for k, v in o.items() if k not in RUN_OPTS}
     data = oscar2_fa_case(kt, vt, d, nq, nh, nkvh, nkv, ns, seed=d + nq + nkv, **opts)
-    out = run_oscar2_fa(oscar2_exe, tmp_path, data, **{k: v for k, v in o.items() if k in RUN_OPTS})
+    out = run_oscar2_fa(exe, tmp_path, data, **{k: v for k, v in o.items() if k in RUN_OPTS})
     ref = oscar2_fa_reference(data)
     assert np.isfinite(out).all()
     # test-backend-ops allows NMSE 5e-5 for oscar2; the kernel uses the dequantised values in
@@ -615,6 +675,11 @@ def test_oscar2_fa_matches_the_two_tier_reference(oscar2_exe: Path, tmp_path: Pa
     if data["win"]:  # the windows decide the result: the 2-bit tier alone is far off
         plain = dict(data, win=False, khot=False, vhot=False)
         assert nmse(out, oscar2_fa_reference(plain)) > 1e-3
+
+
+@pytest.mark.parametrize("case", FA_CASES, ids=fa_case_id)
+def test_oscar2_fa_matches_the_two_tier_reference(oscar2_exe: Path, tmp_path: Path, case) -> None:
+    check_fa_case(oscar2_exe, tmp_path, case)
 
 
 def test_oscar2_fa_same_bytes_under_every_schedule(oscar2_exe: Path, tmp_path: Path) -> None:
@@ -635,3 +700,166 @@ def test_oscar2_emulator_catches_a_wrong_kernel(oscar2_builds, tmp_path: Path) -
     assert (out == ref_b).all()
     out, ref_b = run_set_rows(mut, tmp_path, src, idx, 9, 128, 0.9)
     assert (out != ref_b).any(axis=-1).mean() > 0.5
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. the oscar3 keys of a precision plan (kernels/oscar2.h: dequantize_oscar3_t4,
+#    oscar3_quantize_block; oscar2.metal: kernel_set_rows_oscar3; the oscar3 instantiations of
+#    fa_vec_oscar2.metal), on test-backend-ops' oscar3 cases
+
+GGML_BASE = ROOT / "build" / "bin" / "libggml-base.so"
+
+
+@pytest.fixture(scope="module")
+def cpu_quantize_oscar3(tmp_path_factory):
+    """The CPU's quantize_row_oscar3_ref from the build's libggml-base (a copy, so that a rebuild
+    meanwhile does not touch it)."""
+    import ctypes
+
+    if not GGML_BASE.exists():
+        pytest.fail(f"{GGML_BASE} is missing: run `make build` first")
+    lib_path = tmp_path_factory.mktemp("ggml") / "libggml-base.so"
+    shutil.copy(GGML_BASE.resolve(), lib_path)
+    lib = ctypes.CDLL(str(lib_path))
+    fn = lib.quantize_row_oscar3_ref
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    fn.restype = None
+
+    def quantize(x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x, np.float32).reshape(-1)
+        out = np.zeros((x.size // 64, OSCAR3_BLOCK_BYTES), np.uint8)
+        fn(x.ctypes.data, out.ctypes.data, x.size)
+        return out
+
+    return quantize
+
+
+def oscar3_twin_data(seed: int) -> np.ndarray:
+    """Blocks of 64 that reach every branch of the quantiser: scales from subnormal f16 steps to
+    the f16 limit, values on the grid and half-way between (ties), NaN, infinities, constants."""
+    rng = np.random.default_rng(seed)
+    blocks = [rng.uniform(-1, 1, (64, 64)) * 10.0 ** rng.uniform(-7, 4.5, (64, 1)),
+              rng.standard_normal((64, 64)),
+              np.round(rng.uniform(-1, 1, (32, 64)) * 14) / 4,       # ties in (x - m)/d
+              rng.integers(0, 8, (32, 64)) * 0.125 - 0.5,              # exactly on the grid
+              np.full((4, 64), 0.25), np.zeros((2, 64))]
+    x = np.concatenate(blocks).astype(np.float32)
+    x[0, 5] = np.nan
+    x[1, :] = np.nan
+    x[2, 7], x[3, 9] = np.inf, -np.inf
+    x[4, 11] = 1e6
+    x[5, 0:32] = np.nan
+    return x
+
+
+def test_oscar3_twin_matches_the_cpu_reference(cpu_quantize_oscar3) -> None:
+    """The numpy twin of this file gives the bytes of the CPU's quantize_row_oscar3_ref, and its
+    dequantiser the CPU's values (so that the references below are the CPU's)."""
+    x = oscar3_twin_data(seed=1)
+    ours, cpu = quant_oscar3(x), cpu_quantize_oscar3(x)
+    bad = np.flatnonzero((ours != cpu).any(axis=1))
+    assert bad.size == 0, f"{bad.size} blocks differ, first {bad[:3].tolist()}"
+    codes = (dequant_oscar3(cpu).reshape(-1, 64) - cpu[:, 2:4].copy().view(np.float16).astype(np.float32))
+    assert len(np.unique(cpu[:, 20:28])) > 100  # the high bits are exercised
+    assert np.isfinite(codes).all()
+
+
+@pytest.mark.parametrize("case", [c for c in SET_ROWS_CASES if c[7] is None],
+                         ids=lambda c: f"hs{c[0]}x{c[1]}-r{c[2]}-{np.dtype(c[6]).name}")
+def test_oscar3_set_rows_bytes_match_the_twin_and_the_cpu(oscar2_exe: Path, tmp_path: Path, cpu_quantize_oscar3,
+                                                          case) -> None:
+    """test_set_rows f32 -> oscar3 of test-backend-ops (i64 and i32 indices, broadcast index rows)."""
+    hs, m, nr, ne2, ne3, ne1, it, _ = case
+    src, idx = set_rows_data(hs, m, nr, ne2, ne3, ne1, it, seed=hs * m + nr + 3)
+    out, ref = run_set_rows(oscar2_exe, tmp_path, src, idx, ne1, 0, 1.0, kind="oscar3")
+    bad = np.argwhere((out != ref).any(axis=-1))
+    assert bad.size == 0, f"{len(bad)} rows differ, first {bad[:3].tolist()}"
+    for i3 in range(ne3):  # the written rows, against the CPU directly
+        for i2 in range(ne2):
+            for i1 in range(nr):
+                row = int(idx[i3 % idx.shape[0], i2 % idx.shape[1], i1])
+                assert (out[i3, i2, row] == cpu_quantize_oscar3(src[i3, i2, i1]).reshape(-1)).all()
+
+
+def test_oscar3_set_rows_covers_every_code(oscar2_exe: Path, tmp_path: Path, cpu_quantize_oscar3) -> None:
+    """The twin's edge data (ties, NaN, infinities, tiny and huge scales) through the kernel."""
+    x = oscar3_twin_data(seed=2)  # [n, 64]
+    src = x.reshape(1, 1, -1, 128)
+    idx = np.arange(src.shape[2], dtype=np.int64)[::-1].copy().reshape(1, 1, -1)
+    out, ref = run_set_rows(oscar2_exe, tmp_path, src, idx, src.shape[2], 0, 1.0, kind="oscar3")
+    assert (out == ref).all()
+    assert (out[0, 0, ::-1].reshape(-1, OSCAR3_BLOCK_BYTES) == cpu_quantize_oscar3(x)).all()
+
+
+def oscar3_fa_run_opts(nb: int, nkv: int) -> dict:
+    """The dispatch of ggml_metal_op_flash_attn_ext_oscar2: 1 query a threadgroup for one query,
+    else 4; 32 workgroups for up to 32 queries; simd-groups as the cells ask (C = 32 a chunk)."""
+    nwg = 32 if nb <= 32 else 1
+    nsg = 1
+    while 2 * nwg * nsg * 32 < nkv and nsg < 4:
+        nsg *= 2
+    return {"q": 1 if nb == 1 else 4, "nwg": nwg, "nsg": nsg}
+
+
+# test-backend-ops' oscar3 flash-attention cases, each as the host dispatches it, with fewer
+# queries and cells where the emulator (a thread at a time) would take minutes:
+# test_flash_attn_ext (2 KV heads, GQA 4, 256 cells; 1 and 4 queries, and 33 for the 64-query
+# batch: more than 32, so one workgroup of 4 simd-groups as there) with V oscar2 and f16; the
+# 16k-cell decode at 2k cells and 2 KV heads; test_flash_attn_ext_windows (700 cells, 8 sinks +
+# 64 recent, windows on V only, permuted cache views; its 40 and 200 queries as 33)
+OSCAR3_FA_CASES = [
+    ("oscar3", vt, d, nb, 8, 2, 256, 1, oscar3_fa_run_opts(nb, 256))
+    for vt in ("oscar2", "f16") for d in (64, 128, 256) for nb in (1, 4)
+] + [
+    ("oscar3", vt, d, 33, 8, 2, 256, 1, oscar3_fa_run_opts(33, 256)) for vt, d in (("oscar2", 64), ("f16", 128))
+] + [
+    ("oscar3", "oscar2", d, 1, 8, 2, 2048, 1, oscar3_fa_run_opts(1, 2048)) for d in (64, 256)
+] + [
+    ("oscar3", "oscar2", d, nb, 8, 2, 700, 1, {"win": True, "khot": False, "perm": True, **oscar3_fa_run_opts(nb, 700)})
+    for d in (64, 128, 256) for nb in (1, 3, 8)
+] + [
+    ("oscar3", "oscar2", 64, 33, 8, 2, 700, 1, {"win": True, "khot": False, "perm": True, **oscar3_fa_run_opts(33, 700)}),
+]
+
+
+@pytest.mark.parametrize("case", OSCAR3_FA_CASES, ids=fa_case_id)
+def test_oscar3_fa_matches_the_two_tier_reference(oscar2_exe: Path, tmp_path: Path, case) -> None:
+    check_fa_case(oscar2_exe, tmp_path, case)
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_oscar3_fa_jump(oscar2_exe: Path, tmp_path: Path, d: int) -> None:
+    """test_flash_attn_ext_jump: Q all ones, each K row constant (an oscar3 block with d = 0) with a
+    score of 0 or 7.5 by cell (c % 512 < 128), V uniform in [-50, 150], so the running maximum jumps
+    within and between the chunks."""
+    nkvh, gqa, nkv = 2, 4, 2048
+    rng = np.random.default_rng(d)
+    data = oscar2_fa_case("oscar3", "oscar2", d, 1, nkvh * gqa, nkvh, nkv, seed=d)
+    score = np.where(np.arange(nkv) % 512 < 128, 0.0, 7.5).astype(np.float32)
+    k = np.broadcast_to((score / np.sqrt(np.float32(d)))[None, None, :, None], (1, nkvh, nkv, d))
+    v = rng.uniform(-50, 150, (1, nkvh, nkv, d)).astype(np.float32)
+    kb, kval = encode_kv("oscar3", np.ascontiguousarray(k, np.float32))
+    vb, vval = encode_kv("oscar2", v)
+    data.update(q=np.ones_like(data["q"]), kb=kb, kval=kval, vb=vb, vval=vval, mask=np.zeros_like(data["mask"]))
+    out = run_oscar2_fa(oscar2_exe, tmp_path, data, **oscar3_fa_run_opts(1, nkv))
+    ref = oscar2_fa_reference(data)
+    assert np.isfinite(out).all()
+    assert nmse(out, ref) < 1e-10 and np.abs(out - ref).max() < 2e-3
+
+
+def test_oscar3_emulator_catches_a_wrong_kernel(oscar2_builds, tmp_path: Path) -> None:
+    """The mutant (the high bit of the codes dropped, in the dequantiser and in the cache write of
+    elements 32..63) fails both checks."""
+    exe, mut = oscar2_builds["exe"], oscar2_builds["mutant"]
+    data = oscar2_fa_case("oscar3", "f16", 64, 1, 2, 2, 512, seed=3)
+    ref = oscar2_fa_reference(data)
+    assert nmse(run_oscar2_fa(exe, tmp_path, data), ref) < 1e-10
+    assert nmse(run_oscar2_fa(mut, tmp_path, data), ref) > 1e-3
+    src, idx = set_rows_data(128, 3, 5, 1, 2, 11, np.int64, seed=1)
+    out, ref_b = run_set_rows(exe, tmp_path, src, idx, 11, 0, 1.0, kind="oscar3")
+    assert (out == ref_b).all()
+    out, ref_b = run_set_rows(mut, tmp_path, src, idx, 11, 0, 1.0, kind="oscar3")
+    written = np.zeros(out.shape[:3], bool)
+    for i3 in range(2):
+        written[i3, 0, idx[i3, 0]] = True
+    assert (out != ref_b).any(axis=-1)[written].mean() > 0.5

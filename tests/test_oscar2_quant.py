@@ -81,3 +81,53 @@ def test_size_is_two_and_a_half_bits():
     bs, ts = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.OSCAR2]
     assert (bs, ts) == (quant.QK, quant.BLOCK_BYTES)
     assert int(gguf.GGMLQuantizationType.OSCAR2) == quant.GGML_TYPE_OSCAR2 == 43
+
+
+# ----------------------------------------------------------------------------- oscar3
+
+def c_quantize_oscar3(bin_dir, tmp_path, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """oscar3 blocks and dequantised values from ggml (build/bin/test-oscar2 quant ... oscar3)."""
+    src, dst = tmp_path / "x.f32", tmp_path / "q.bin"
+    x.astype(np.float32).tofile(src)
+    subprocess.run([str(bin_dir / "test-oscar2"), "quant", str(src), str(dst), "oscar3"], check=True)
+    raw = np.fromfile(dst, dtype=np.uint8)
+    nq = x.size // quant.QK * quant.OSCAR3_BLOCK_BYTES
+    return raw[:nq].reshape(-1, quant.OSCAR3_BLOCK_BYTES), raw[nq:].view(np.float32)
+
+
+@pytest.mark.parametrize("case", list(edge_cases(np.random.default_rng(0))))
+def test_oscar3_c_and_numpy_agree_bit_for_bit(bin_dir, tmp_path, case):
+    x = edge_cases(np.random.default_rng(4321))[case]
+    blocks_c, deq_c = c_quantize_oscar3(bin_dir, tmp_path, x)
+    blocks_np = quant.quantize_oscar3(x)
+    assert blocks_np.shape == blocks_c.shape
+    mismatch = np.nonzero((blocks_np != blocks_c).any(axis=1))[0]
+    assert mismatch.size == 0, f"{mismatch.size} blocks differ, first {mismatch[0]}: C {blocks_c[mismatch[0]]} numpy {blocks_np[mismatch[0]]}"
+    assert np.array_equal(deq_c.view(np.uint32), quant.dequantize_oscar3(blocks_np).view(np.uint32))
+
+
+def test_oscar3_codes_and_error():
+    """A ramp uses all eight codes in order; random blocks land within half a step of the grid,
+    and the error is about 3/7 of oscar2's (the step is (max - min)/7 instead of /3)."""
+    c = quant.codes_oscar3(quant.quantize_oscar3(np.linspace(-1, 2, 64, dtype=np.float32)))[0]
+    assert c[0] == 0 and c[-1] == 7 and np.all(np.diff(c.astype(int)) >= 0) and set(c.tolist()) == set(range(8))
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((512, 64)) * rng.uniform(0.01, 100, (512, 1))).astype(np.float32)
+    b = quant.quantize_oscar3(x)
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float64)[:, 0]
+    lo, hi = x.min(axis=1).astype(np.float64), x.max(axis=1).astype(np.float64)
+    m = b[:, 2:4].copy().view(np.float16).astype(np.float64)[:, 0]
+    err3 = np.abs(quant.fake_as(x, "oscar3").astype(np.float64) - x)
+    bound = 0.5 * d + np.abs(m - lo) + 7 * np.abs(d - (hi - lo) / 7) + 1e-6 * np.abs(x).max(axis=1)
+    assert np.all(err3.max(axis=1) <= bound)
+    err2 = np.abs(quant.fake_quantize(x).astype(np.float64) - x)
+    ratio = np.sqrt((err3 ** 2).mean() / (err2 ** 2).mean())
+    assert 0.35 < ratio < 0.5, ratio
+
+
+def test_oscar3_size_and_gguf_constant():
+    assert quant.OSCAR3_BITS_PER_VALUE == 3.5
+    import gguf
+    bs, ts = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.OSCAR3]
+    assert (bs, ts) == (quant.QK, quant.OSCAR3_BLOCK_BYTES)
+    assert int(gguf.GGMLQuantizationType.OSCAR3) == quant.GGML_TYPE_OSCAR3 == 44

@@ -60,12 +60,12 @@ def test_uniform_bits_agree_with_kvmem(t, ctx):
 
 
 def error_tables(n_layer: int, bad_layer: int) -> list[dict]:
-    """Relative errors: every layer 0.01 with 2-bit K, 0.002 with 2-bit V; 4-bit a tenth of it,
-    8-bit a hundredth; ``bad_layer``'s 2-bit K is 0.5 (a collapsing layer)."""
-    scale = {"oscar2": 1.0, "q4_0": 0.1, "q8_0": 0.01}
+    """Relative errors: every layer 0.01 with 2-bit K, 0.002 with 2-bit V; 3-bit 0.4 of it, 4-bit
+    a tenth, 8-bit a hundredth; ``bad_layer``'s 2-bit K is 0.5 and its 3-bit K 0.2 (a collapsing layer)."""
+    scale = {"oscar2": 1.0, "oscar3": 0.4, "q4_0": 0.1, "q8_0": 0.01}
     out = []
     for i in range(n_layer):
-        ek = {t: (0.5 if i == bad_layer and t == "oscar2" else 0.01) * s for t, s in scale.items()}
+        ek = {t: (0.5 if i == bad_layer and t in ("oscar2", "oscar3") else 0.01) * s for t, s in scale.items()}
         ek["q4_0"] = min(ek["q4_0"], 0.001)
         out.append({(a, b): ek[a] + 0.002 * scale[b] for a in scale for b in scale})
     return out
@@ -96,6 +96,26 @@ def test_plan_raises_the_collapsing_layer_first_and_keeps_the_budget():
     assert pkv.rel_error < p3.rel_error
 
 
+def test_plan_takes_oscar3_keys_and_skips_a_type_that_does_not_pay():
+    """Four growing layers, one of which loses by 2-bit keys. With room for one layer's 3-bit keys
+    the plan takes them there. That layer's q4_0 keys are worse than its oscar3 keys (no clip, no
+    windows): with room for q8_0 it still gets there (oscar3 first, the best gain per bit, then
+    past q4_0 straight to q8_0)."""
+    lay = shapes(4)
+    ek = [{"oscar2": 1e-4, "oscar3": 1e-4, "q4_0": 1e-4, "q8_0": 1e-4} for _ in range(4)]  # nothing to gain
+    ek[2] = {"oscar2": 0.05, "oscar3": 0.02, "q4_0": 0.03, "q8_0": 1e-4}
+    tab = [{(a, b): e[a] + (0.002 if b == "oscar2" else 0.0005) for a in plan.LADDER for b in plan.LADDER} for e in ek]
+    base = plan.bits_per_value(lay, *plan.uniform(4))
+    k3 = plan.bits_per_value(lay, ["oscar2", "oscar2", "oscar3", "oscar2"], ["oscar2"] * 4)
+    p = plan.choose(lay, tab, budget=k3 + 1e-9)
+    assert p.type_k == ["oscar2", "oscar2", "oscar3", "oscar2"] and p.bits == pytest.approx(k3)
+    # one layer's K of 4 layers' K and V a bit more, less that K's share of the 16-bit pool
+    assert 0.09 < k3 - base < (3.5 - 2.5) / 8
+    k8 = plan.bits_per_value(lay, ["oscar2", "oscar2", "q8_0", "oscar2"], ["oscar2"] * 4)
+    p8 = plan.choose(lay, tab, budget=k8 + 1e-9)
+    assert p8.type_k[2] == "q8_0" and p8.bits <= k8 + 1e-9, p8.type_k
+
+
 def test_plan_lowers_sliding_layers_when_the_start_is_over_budget():
     """Gemma-3's geometry (18 layers, 15 sliding over 512): with sliding layers in q8_0 the cache
     is 3.47 bits/value at 32k. A budget of 3.2 lowers sliding sides to q4_0, V first (its
@@ -106,8 +126,8 @@ def test_plan_lowers_sliding_layers_when_the_start_is_over_budget():
     lay = [plan.LayerShape(256, 256, 512 if i in sliding else None) for i in range(18)]
     tab = []
     for i in range(18):  # sliding: K's q4_0 hurts 10x V's; growing layers as error_tables
-        ek = {"oscar2": 0.01, "q4_0": 0.001, "q8_0": 1e-5}
-        ev = {"oscar2": 0.002, "q4_0": 1e-4 if i in sliding else 2e-4, "q8_0": 2e-6}
+        ek = {"oscar2": 0.01, "oscar3": 0.004, "q4_0": 0.001, "q8_0": 1e-5}
+        ev = {"oscar2": 0.002, "oscar3": 8e-4, "q4_0": 1e-4 if i in sliding else 2e-4, "q8_0": 2e-6}
         tab.append({(a, b): ek[a] + ev[b] for a in plan.LADDER for b in plan.LADDER})
     start = ["q8_0" if i in sliding else "oscar2" for i in range(18)]
     assert plan.bits_per_value(lay, start, start) == pytest.approx(3.47, abs=0.01)

@@ -1,5 +1,5 @@
-// Runs OSCAR's oscar2 Metal kernels in the emulator, dispatched as ggml-metal-ops.cpp dispatches
-// them (ggml_metal_op_flash_attn_ext_oscar2, ggml_metal_op_set_rows_oscar2):
+// Runs OSCAR's oscar2 and oscar3 Metal kernels in the emulator, dispatched as ggml-metal-ops.cpp
+// dispatches them (ggml_metal_op_flash_attn_ext_oscar2, ggml_metal_op_set_rows_oscar2):
 //
 //   oscar2 mode=fa k=oscar2 v=oscar2 d=128 q=1 nq=2 nh=8 nkvh=2 nkv=700 ns=1 nsg=2 nwg=1
 //          mask=1 sinks=0 win=1 khot=1 vhot=1 nslot=80 ninfo=80 nsink=8 nrecent=64 perm=0
@@ -10,10 +10,10 @@
 //      with nslot cells), DIR/kvinfo.bin (i32 [ns][4][ninfo]), DIR/qpos.bin (i32 [ns][nq]);
 //      writes DIR/out.bin (f32 [ns][nq][nh][d], ggml's dst layout)
 //
-//   oscar2 mode=set_rows ne00=256 ne01=9 ne02=1 ne03=2 ne1=12 ne11=1 ne12=2 idx=i64 nseg=64 clipk=57
+//   oscar2 mode=set_rows type=oscar2 ne00=256 ne01=9 ne02=1 ne03=2 ne1=12 ne11=1 ne12=2 idx=i64 nseg=64 clipk=57
 //      reads DIR/src.bin (f32 [ne03][ne02][ne01][ne00]), DIR/idx.bin ([ne12][ne11][ne01]),
-//      DIR/dst.bin (oscar2 [ne03][ne02][ne1] rows, the destination before the write); writes
-//      DIR/out.bin (the destination after it)
+//      DIR/dst.bin (oscar2 or oscar3 [ne03][ne02][ne1] rows, the destination before the write);
+//      writes DIR/out.bin (the destination after it). type=oscar3: kernel_set_rows_oscar3 (nseg=0)
 #include "oscar2.metal"   // the oscar2 library: fa_vec_oscar2.metal and the cache write
 #include "fa_aux.metal"
 
@@ -74,6 +74,7 @@ size_t row_bytes(const std::string & t, int d) {
     if (t == "q8_0")   return d/32*sizeof(block_q8_0);
     if (t == "q4_0")   return d/32*sizeof(block_q4_0);
     if (t == "oscar2") return d/64*sizeof(block_oscar2);
+    if (t == "oscar3") return d/64*sizeof(block_oscar3);
     std::fprintf(stderr, "oscar2: unknown type %s\n", t.c_str());
     std::exit(2);
 }
@@ -88,18 +89,19 @@ struct variant { const char * k; const char * v; int d; int q; fa_kernel_t fn; }
 #define KV_f16    half4, 1, dequantize_f16_t4
 #define KV_q8_0   block_q8_0, 8, dequantize_q8_0_t4
 #define KV_q4_0   block_q4_0, 8, dequantize_q4_0_oscar2_t4
+#define KV_oscar3 block_oscar3, 16, dequantize_oscar3_t4
 #define VAR(KT, VT, D, NE, Q) {#KT, #VT, D, Q, kernel_flash_attn_ext_vec_oscar2<KV_##KT, KV_##VT, D, D, NE, Q>}
 #define VARS(KT, VT) VAR(KT, VT, 64, 2, 1), VAR(KT, VT, 64, 2, 4), VAR(KT, VT, 128, 1, 1), VAR(KT, VT, 128, 1, 4), \
                      VAR(KT, VT, 256, 1, 1), VAR(KT, VT, 256, 1, 4)
 
 // -DOSCAR2_EMU_VARIANTS="VAR(oscar2,oscar2,128,1,1),..." builds a subset (each variant costs seconds
-// of compile time); without it, all 42 instantiations of fa_vec_oscar2.metal
+// of compile time); without it, all 54 instantiations of fa_vec_oscar2.metal
 const variant VARIANTS[] = {
 #ifdef OSCAR2_EMU_VARIANTS
     OSCAR2_EMU_VARIANTS
 #else
     VARS(oscar2, oscar2), VARS(oscar2, f16), VARS(f16, oscar2), VARS(oscar2, q8_0), VARS(q8_0, oscar2),
-    VARS(oscar2, q4_0), VARS(q4_0, oscar2),
+    VARS(oscar2, q4_0), VARS(q4_0, oscar2), VARS(oscar3, oscar2), VARS(oscar3, f16),
 #endif
 };
 
@@ -208,14 +210,18 @@ int run_fa() {
 }
 
 int run_set_rows() {
-    const std::string dir = gets("dir"), it = gets("idx", "i64");
+    const std::string dir = gets("dir"), it = gets("idx", "i64"), type = gets("type", "oscar2");
     const int ne00 = geti("ne00"), ne01 = geti("ne01"), ne02 = geti("ne02", 1), ne03 = geti("ne03", 1);
     const int ne1 = geti("ne1"), ne11 = geti("ne11", 1), ne12 = geti("ne12", 1);
     const int nseg = geti("nseg", 0), clipk = geti("clipk", 0);
 
     std::vector<char> src = slurp(dir + "/src.bin"), idx = slurp(dir + "/idx.bin"), dst = slurp(dir + "/dst.bin");
     const size_t isz = it == "i64" ? 8 : 4;
-    const size_t rb = ne00/64*sizeof(block_oscar2);
+    const size_t rb = row_bytes(type, ne00);
+    if (type != "oscar2" && (type != "oscar3" || nseg != 0)) {
+        std::fprintf(stderr, "oscar2: no set_rows kernel for type=%s nseg=%d\n", type.c_str(), nseg);
+        return 2;
+    }
 
     ggml_metal_kargs_set_rows_oscar2 a{};
     a.nk0 = ne00/64; a.ne01 = ne01;
@@ -234,14 +240,20 @@ int run_set_rows() {
 
     msl_emu::dispatch(cfg, [&](unsigned char *) {
         const msl_emu::thread_ids & id = msl_emu::ids();
-        if (isz == 8) {
+        if (type == "oscar3") {
+            if (isz == 8) {
+                kernel_set_rows_oscar3<int64_t>(a, src.data(), idx.data(), (float *) dst.data(), id.threadgroup_position_in_grid, id.thread_index_in_simdgroup);
+            } else {
+                kernel_set_rows_oscar3<int32_t>(a, src.data(), idx.data(), (float *) dst.data(), id.threadgroup_position_in_grid, id.thread_index_in_simdgroup);
+            }
+        } else if (isz == 8) {
             kernel_set_rows_oscar2<int64_t>(a, src.data(), idx.data(), (float *) dst.data(), id.threadgroup_position_in_grid, id.thread_index_in_simdgroup);
         } else {
             kernel_set_rows_oscar2<int32_t>(a, src.data(), idx.data(), (float *) dst.data(), id.threadgroup_position_in_grid, id.thread_index_in_simdgroup);
         }
     });
     spit(dir + "/out.bin", dst.data(), rb*(size_t) ne1*ne02*ne03);
-    std::printf("oscar2 set_rows: %d rows of %d, n_seg=%d k=%d\n", ne01*ne02*ne03, ne00, nseg, clipk);
+    std::printf("%s set_rows: %d rows of %d, n_seg=%d k=%d\n", type.c_str(), ne01*ne02*ne03, ne00, nseg, clipk);
     return 0;
 }
 

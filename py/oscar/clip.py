@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import kvmem
 from .quant import fake_as, fake_quantize
 
 FIXED_CLIP_K = 0.96
@@ -190,13 +191,13 @@ def stored(x, kv_type: str, r: float):
 
 def type_error(sims: list[LayerSim], type_k: str, type_v: str, r_k: float, r_v: float) -> float:
     """Summed squared attention-output error of one layer with K stored as ``type_k`` and V as
-    ``type_v`` (oscar2 sides clipped at ``r_k``/``r_v`` and read beside the 16-bit windows,
-    other types read at every position, as llama.cpp keeps windows only beside oscar2)."""
+    ``type_v`` (oscar2 sides clipped at ``r_k``/``r_v``; oscar2 and oscar3 sides read beside the
+    16-bit windows, other types at every position, as llama.cpp keeps windows only beside those)."""
     total = 0.0
     for s in sims:
         kq = None if type_k == "f16" else stored(s.k, type_k, r_k)
         vq = None if type_v == "f16" else stored(s.v, type_v, r_v)
-        a, pq = s.split(s.probs(kq, windows=type_k == "oscar2"), windows=type_v == "oscar2")
+        a, pq = s.split(s.probs(kq, windows=type_k in kvmem.WINDOWED), windows=type_v in kvmem.WINDOWED)
         total += float(((s.output_split(a, pq, vq) - s.o_ref) ** 2).sum())
     return total
 

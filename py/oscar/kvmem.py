@@ -15,13 +15,17 @@ from dataclasses import dataclass
 
 #: bits per stored value of the KV cache types our build accepts
 BITS = {"f32": 32.0, "f16": 16.0, "bf16": 16.0, "q8_0": 8.5, "q5_1": 6.0, "q5_0": 5.5, "q4_1": 5.0,
-        "q4_0": 4.5, "iq4_nl": 4.5, "oscar2": 2.5}
+        "q4_0": 4.5, "iq4_nl": 4.5, "oscar3": 3.5, "oscar2": 2.5}
 
 #: n_ctx padding of llama.cpp's KV cache, its default ubatch, and the oscar2 pool's room for new
 #: tokens (LLAMA_OSCAR_POOL_NEW)
 CELL_PAD = 256
 UBATCH = 512
 POOL_NEW = 64
+
+
+#: the cache types llama.cpp keeps its 16-bit windows beside
+WINDOWED = ("oscar2", "oscar3")
 
 
 def bits(kv_type: str) -> float:
@@ -58,13 +62,13 @@ def pool_slots(ctx: int, sink: int, recent: int, n_seq: int = 1) -> int:
 
 def kv_bytes(g: KVGeometry, ctx: int, type_k: str, type_v: str, sink: int = 64, recent: int = 256) -> dict[str, float]:
     """Bytes of the KV cache at context ``ctx``: ``main`` (the typed tier), ``pool`` (16-bit
-    windows of the oscar2 sides) and ``total``; ``sink``/``recent`` apply to oscar2 sides."""
+    windows of the oscar2 and oscar3 sides) and ``total``; ``sink``/``recent`` apply to those sides."""
     n = cells(ctx)
     main = n * g.n_layer * g.n_head_kv * (g.head_dim_k * bits(type_k) + g.head_dim_v * bits(type_v)) / 8
     slots = pool_slots(ctx, sink, recent)
     pool = 0.0
     for t, hd in ((type_k, g.head_dim_k), (type_v, g.head_dim_v)):
-        if t == "oscar2":
+        if t in WINDOWED:
             pool += slots * g.n_layer * g.n_head_kv * hd * 2
     return {"main": main, "pool": pool, "total": main + pool}
 

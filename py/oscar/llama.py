@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from . import paths
-from .quant import GGML_TYPE_OSCAR2
+from .quant import GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR3
 
 #: KV cache type names accepted by ``load`` and the CLIs, with their ggml type ids
 KV_TYPES = {
     "f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
-    "iq4_nl": 20, "bf16": 30, "oscar2": GGML_TYPE_OSCAR2,
+    "iq4_nl": 20, "bf16": 30, "oscar2": GGML_TYPE_OSCAR2, "oscar3": GGML_TYPE_OSCAR3,
 }
 
 

@@ -6,10 +6,12 @@ A plan is two lists of llama.cpp cache-type names, one entry per layer (``type_k
 
 :func:`choose` makes one from calibration: layers whose cache is bounded by a sliding
 window (iSWA) are stored in ``q8_0`` (2-bit saves almost nothing there, the window pool costs
-more than it saves); the growing layers start in ``oscar2`` and their keys are raised one step
-at a time (oscar2 -> q4_0 -> q8_0, the K of one layer) where the measured attention-output error
-falls most per bit spent, while the whole cache stays within ``budget`` bits per value at ``ctx``
-tokens (16-bit window pools and every layer counted, :func:`bits_per_value`). Values stay
+more than it saves); the growing layers start in ``oscar2`` and their keys are raised (to oscar3,
+q4_0 or q8_0, the K of one layer at a time, any step up the :data:`LADDER`) where the measured
+attention-output error falls most per bit spent, while the whole cache stays within ``budget`` bits
+per value at ``ctx`` tokens (16-bit window pools and every layer counted, :func:`bits_per_value`).
+A raise may skip a type: a layer's q4_0 keys (no clip, no windows) can be worse than its oscar3
+keys and its q8_0 keys still better. Values stay
 ``oscar2`` (:data:`RAISED_SIDES`): a growing layer then always has an oscar2 V, which the GPU
 decode kernels take on their fast path beside a q4_0 or q8_0 K, where a layer with no oscar2
 side takes upstream's kernels (6x the oscar2 pair's time at 64k cells on the H200) and V q4_0
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from . import kvmem
 
 #: raising order of a side's type, and the sides of a growing layer the plan raises
-LADDER = ("oscar2", "q4_0", "q8_0")
+LADDER = ("oscar2", "oscar3", "q4_0", "q8_0")
 RAISED_SIDES = ("k",)
 #: the type of a layer whose cache a sliding window bounds, and the lowest it is taken to when
 #: the budget needs it (oscar2 would cost more: its window pool is nearly the whole window)
@@ -65,7 +67,7 @@ def bits_per_value(layers: list[LayerShape], type_k: list[str], type_v: list[str
         n = layer_cells(lay, ctx)
         slots = min(n, kvmem.pool_slots(ctx, sink, recent))
         for t, nv in ((tk, lay.values_k), (tv, lay.values_v)):
-            stored += n * nv * kvmem.bits(t) + (slots * nv * 16 if t == "oscar2" and slots else 0)
+            stored += n * nv * kvmem.bits(t) + (slots * nv * 16 if t in kvmem.WINDOWED and slots else 0)
             values += n * nv
     return stored / values
 
@@ -137,19 +139,19 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
                 continue
             for side in sides:
                 cur = tk if side == "k" else tv
-                step = LADDER.index(cur[i]) + 1
-                if step >= len(LADDER):
-                    continue
                 old = cur[i]
-                cur[i] = LADDER[step]
-                new_cost = bits_per_value(layers, tk, tv, sink=sink, recent=recent)
-                gain = errors[i][(old if side == "k" else tk[i], old if side == "v" else tv[i])] - err(i)
-                cur[i] = old
-                if new_cost > budget or new_cost <= cost:
-                    continue
-                score = gain / (new_cost - cost)
-                if gain > 0 and (best is None or score > best[0]):
-                    best = (score, i, side, LADDER[step], new_cost)
+                for t in LADDER[LADDER.index(old) + 1:]:
+                    if (t if side == "k" else tk[i], t if side == "v" else tv[i]) not in errors[i]:
+                        continue  # not measured (a rotation file from before oscar3)
+                    cur[i] = t
+                    new_cost = bits_per_value(layers, tk, tv, sink=sink, recent=recent)
+                    gain = errors[i][(old if side == "k" else tk[i], old if side == "v" else tv[i])] - err(i)
+                    cur[i] = old
+                    if new_cost > budget or new_cost <= cost:
+                        continue
+                    score = gain / (new_cost - cost)
+                    if gain > 0 and (best is None or score > best[0]):
+                        best = (score, i, side, t, new_cost)
         if best is None:
             break
         _, i, side, t, cost = best

@@ -82,10 +82,74 @@ def fake_quantize(x: np.ndarray) -> np.ndarray:
     return dequantize(quantize(x)).reshape(x.shape)
 
 
+# ----------------------------------------------------------------------------- oscar3
+
+#: ``oscar3``: the 3-bit step between oscar2 and q4_0 that a precision plan gives a layer's keys.
+#: Blocks of 64 values ``x ~= m + c*d``, c in 0..7, f16 d and m: 28 bytes, 3.5 bits per value.
+#: Bytes: d, m, then 16 bytes of the codes' low two bits laid out as oscar2's ``qs``, then 8
+#: bytes ``qh`` whose bit i (of the 64-bit little-endian word) is the high bit of element i.
+OSCAR3_BLOCK_BYTES = 28
+OSCAR3_BITS_PER_VALUE = 8 * OSCAR3_BLOCK_BYTES / QK  # 3.5
+GGML_TYPE_OSCAR3 = 44
+
+
+def quantize_oscar3(x: np.ndarray) -> np.ndarray:
+    """Quantise float32 values to ``oscar3`` blocks as ggml's ``quantize_row_oscar3_ref`` does
+    (oscar2's steps with the step ``(max - min)/7`` and codes clamped to 0..7).
+
+    x: any shape whose size is a multiple of 64, flattened in C order.
+    Returns a uint8 array of shape ``[x.size // 64, 28]``."""
+    x = np.asarray(x, dtype=np.float32).reshape(-1)
+    if x.size % QK:
+        raise ValueError(f"oscar3 needs a multiple of {QK} values, got {x.size}")
+    xb = np.clip(x.reshape(-1, QK), -F16_MAX, F16_MAX)
+    with np.errstate(invalid="ignore"):
+        mn = np.nanmin(np.where(np.isnan(xb), np.float32(np.inf), xb), axis=1)
+        mx = np.nanmax(np.where(np.isnan(xb), np.float32(-np.inf), xb), axis=1)
+    all_nan = mn > mx
+    mn[all_nan] = 0
+    mx[all_nan] = 0
+    d16 = ((mx - mn) / np.float32(7.0)).astype(np.float16)
+    m16 = mn.astype(np.float16)
+    df = d16.astype(np.float32)
+    mf = m16.astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(df > 0, np.float32(1.0) / np.where(df > 0, df, np.float32(1)), np.float32(0))
+    v = (xb - mf[:, None]) * idv[:, None].astype(np.float32)
+    v = np.where(v > 0, v, np.float32(0))
+    v = np.where(v < 7, v, np.float32(7))
+    c = np.rint(v).astype(np.uint8)
+    lo = c & 3
+    qs = (lo[:, 0:16] | (lo[:, 16:32] << 2) | (lo[:, 32:48] << 4) | (lo[:, 48:64] << 6)).astype(np.uint8)
+    qh = np.packbits((c >> 2).astype(np.uint8), axis=1, bitorder="little")
+    out = np.empty((xb.shape[0], OSCAR3_BLOCK_BYTES), dtype=np.uint8)
+    out[:, 0:2] = d16.view(np.uint8).reshape(-1, 2)
+    out[:, 2:4] = m16.view(np.uint8).reshape(-1, 2)
+    out[:, 4:20] = qs
+    out[:, 20:28] = qh
+    return out
+
+
+def codes_oscar3(blocks: np.ndarray) -> np.ndarray:
+    """3-bit codes of ``oscar3`` blocks ([n, 28] uint8) as an [n, 64] uint8 array."""
+    b = np.asarray(blocks, dtype=np.uint8).reshape(-1, OSCAR3_BLOCK_BYTES)
+    lo = np.concatenate([(b[:, 4:20] >> (2 * k)) & 3 for k in range(4)], axis=1)
+    hi = np.unpackbits(b[:, 20:28], axis=1, bitorder="little")
+    return (lo | (hi << 2)).astype(np.uint8)
+
+
+def dequantize_oscar3(blocks: np.ndarray) -> np.ndarray:
+    """Values of ``oscar3`` blocks ([n, 28] uint8) as a flat float32 array (``m + d*c`` in float32)."""
+    b = np.ascontiguousarray(np.asarray(blocks, dtype=np.uint8).reshape(-1, OSCAR3_BLOCK_BYTES))
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
+    m = b[:, 2:4].copy().view(np.float16).astype(np.float32)
+    return (m + d * codes_oscar3(b).astype(np.float32)).reshape(-1).astype(np.float32)
+
+
 # ----------------------------------------------------------------------------- other cache types
 
 #: the cache types a precision plan chooses between (llama.cpp names), cheapest first
-PLAN_TYPES = ("oscar2", "q4_0", "q8_0", "f16")
+PLAN_TYPES = ("oscar2", "oscar3", "q4_0", "q8_0", "f16")
 
 
 def fake_q8_0(x: np.ndarray) -> np.ndarray:
@@ -118,6 +182,9 @@ def fake_as(x: np.ndarray, kv_type: str) -> np.ndarray:
     """``x`` (float32, last axis a multiple of 64) stored as ``kv_type`` and read back."""
     if kv_type == "oscar2":
         return fake_quantize(x)
+    if kv_type == "oscar3":
+        x = np.asarray(x, dtype=np.float32)
+        return dequantize_oscar3(quantize_oscar3(x)).reshape(x.shape)
     if kv_type == "q8_0":
         return fake_q8_0(x)
     if kv_type == "q4_0":

@@ -36,7 +36,7 @@ Options: ``sink=N``, ``recent=N`` (windows of int2/hadamard/oscar/oscar-hadamard
 centring means, ``plan=0`` its precision plan (every layer oscar2). Where the calibration has
 them, ``oscar`` subtracts each KV head's mean key and value after the rotation (both tiers)
 and adds V's back to the output, and stores each layer's K and V in its plan's type
-(q4_0/q8_0 read at every position, windows only beside oscar2), as llama.cpp does.
+(q4_0/q8_0 read at every position, windows only beside oscar2 and oscar3), as llama.cpp does.
 
 Layouts: for llama-style GGUFs, whose conversion permutes the Q/K rows of each head,
 queries and keys are taken into llama.cpp's layout (:func:`oscar.capture.qk_permutation`)
@@ -387,7 +387,7 @@ def quantize_side(x, kind: str, clip: float, method: Method, keys: bool):
     """The stored (low-precision) version of every position of ``x`` ``[Hkv, T, D]``."""
     if kind == "oscar2":
         return oscar2_fake(clip_rows(x, clip) if clip < 1.0 else x)
-    if kind in ("q8_0", "q4_0"):
+    if kind in ("q8_0", "q4_0", "oscar3"):  # unclipped, as llama.cpp stores them
         import torch
         return torch.from_numpy(fake_as(x.detach().numpy(), kind))
     if kind == "kivi":
@@ -403,7 +403,7 @@ def low_mask(method: Method, kind: str, i, j, keys: bool):
     if kind == "kivi":
         r = method.residual
         return j < (i // r) * r if keys else (i - j) > r
-    if kind == "oscar2" and (method.sink or method.recent):
+    if kind in ("oscar2", "oscar3") and (method.sink or method.recent):
         return (j >= method.sink) & ((i - j) >= method.recent)
     return None
 
@@ -469,7 +469,7 @@ def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window
         i, j = pos[a:b, None], pos[None, lo:b]
         qb = qg[:, :, a:b].reshape(hkv, g * (b - a), d)
         q_hi = f16_round(qb) if llama_query and k_kind != "none" else qb
-        q_lo = q8_0_fake(qb) if llama_query and k_kind in ("oscar2", "q8_0", "q4_0") else qb
+        q_lo = q8_0_fake(qb) if llama_query and k_kind in ("oscar2", "oscar3", "q8_0", "q4_0") else qb
         mk = low_mask(m, k_kind, i, j, True) if p.lo_k is not None else None
         if p.lo_k is None or mk is not None:
             s = q_hi @ p.hi_k[:, lo:b].transpose(1, 2)

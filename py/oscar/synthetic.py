@@ -68,7 +68,8 @@ def random_key_weightings(n: int, d: int, rng: np.random.Generator) -> np.ndarra
 
 def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0, oscar: bool = False,
           fold_v: bool = False, centre: bool = False, k_q4_0_layers: tuple[int, ...] = (),
-          k_q8_0_layers: tuple[int, ...] = (), key_weighting: bool = False) -> Path:
+          k_q8_0_layers: tuple[int, ...] = (), key_weighting: bool = False,
+          k_oscar3_layers: tuple[int, ...] = ()) -> Path:
     """Write a llama-architecture GGUF with geometry ``g`` and random weights.
 
     weight_type: ``f32``, ``f16``, ``q8_0`` or ``q4_0`` for the matrices (quantised with
@@ -85,25 +86,29 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     centre (with oscar): random centring means per layer, ``blk.N.attn_k_oscar_mean`` and
     (unless fold_v) ``blk.N.attn_v_oscar_mean``, numpy ``(Hkv, D)``, as a calibrated conversion
     carries them.
-    k_q4_0_layers, k_q8_0_layers (with oscar): a precision plan, ``oscar.cache_type_k`` naming
-    q4_0 (q8_0) for these layers and oscar2 for the others (V oscar2 everywhere), the shape of
-    the zoo's plans at 3.0 bits per value.
+    k_q4_0_layers, k_q8_0_layers, k_oscar3_layers (with oscar): a precision plan,
+    ``oscar.cache_type_k`` naming q4_0 (q8_0, oscar3) for these layers and oscar2 for the others
+    (V oscar2 everywhere), the shape of the zoo's plans at 3.0 bits per value.
     key_weighting (with oscar): keys take ``W R`` and queries ``W⁻¹ R``
     (``blk.N.attn_q_oscar_rot``) with a random symmetric positive definite W per layer, as a
     calibration with its key weighting writes them.
     """
     if fold_v and not oscar:
         raise ValueError("fold_v needs oscar (a folded V rotation is part of a converted model)")
-    k_types = {**{il: "q4_0" for il in k_q4_0_layers}, **{il: "q8_0" for il in k_q8_0_layers}}
+    named = {"q4_0": k_q4_0_layers, "q8_0": k_q8_0_layers, "oscar3": k_oscar3_layers}
+    k_types: dict[int, str] = {}
+    for t, ls in named.items():
+        for il in ls:
+            if il in k_types:
+                raise ValueError(f"layer {il} is named by both --k-{k_types[il]}-layers and --k-{t}-layers; "
+                                 "a layer's K has one type")
+            k_types[il] = t
     if (centre or k_types or key_weighting) and not oscar:
-        raise ValueError("--centre, --key-weighting and --k-q4_0-layers/--k-q8_0-layers need --oscar "
+        raise ValueError("--centre, --key-weighting and --k-q4_0-layers/--k-q8_0-layers/--k-oscar3-layers need --oscar "
                          "(they belong to a converted model)")
-    if set(k_q4_0_layers) & set(k_q8_0_layers):
-        raise ValueError(f"layer {min(set(k_q4_0_layers) & set(k_q8_0_layers))} is named by both --k-q4_0-layers "
-                         "and --k-q8_0-layers; a layer's K has one type")
     bad = [il for il in k_types if not 0 <= il < g.n_layer]
     if bad:
-        raise ValueError(f"--k-q4_0-layers/--k-q8_0-layers name layer {bad[0]}; the model has layers 0..{g.n_layer - 1}")
+        raise ValueError(f"--k-{k_types[bad[0]]}-layers names layer {bad[0]}; the model has layers 0..{g.n_layer - 1}")
     import gguf
 
     path = Path(path)
@@ -239,13 +244,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --oscar: a precision plan storing these layers' K in q4_0 (every other K and V in oscar2), "
                          "as the zoo's plans do at 3.0 bits per value; e.g. 0,1,35")
     ap.add_argument("--k-q8_0-layers", metavar="L,L,...", default="",
-                    help="with --oscar: the same for K in q8_0 (a layer named by neither keeps K in oscar2)")
+                    help="with --oscar: the same for K in q8_0 (a layer named by none of these keeps K in oscar2)")
+    ap.add_argument("--k-oscar3-layers", metavar="L,L,...", default="",
+                    help="with --oscar: the same for K in oscar3 (3-bit keys)")
     a = ap.parse_args(argv)
     if a.fold_v and not a.oscar:
         print("oscar-synth: error: --fold-v needs --oscar (a folded V rotation belongs to a converted model)", file=sys.stderr)
         return 1
     layer_lists = {}
-    for opt, val in (("--k-q4_0-layers", a.k_q4_0_layers), ("--k-q8_0-layers", a.k_q8_0_layers)):
+    for opt, val in (("--k-q4_0-layers", a.k_q4_0_layers), ("--k-q8_0-layers", a.k_q8_0_layers),
+                     ("--k-oscar3-layers", a.k_oscar3_layers)):
         try:
             layer_lists[opt] = tuple(sorted({int(x) for x in val.split(",") if x.strip()}))
         except ValueError:
@@ -268,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         write(out, g, a.weights, a.seed, oscar=a.oscar, fold_v=a.fold_v, centre=a.centre,
               k_q4_0_layers=layer_lists["--k-q4_0-layers"], k_q8_0_layers=layer_lists["--k-q8_0-layers"],
-              key_weighting=a.key_weighting)
+              key_weighting=a.key_weighting, k_oscar3_layers=layer_lists["--k-oscar3-layers"])
     except ValueError as e:  # options that do not fit the geometry, refused before anything is written
         out.unlink(missing_ok=True)
         print(f"oscar-synth: error: {e}", file=sys.stderr)
@@ -277,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         out.unlink(missing_ok=True)  # never leave a truncated model behind
         raise
     print(f"oscar-synth: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
-          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}{', centred' if a.centre else ''}{', keys weighted' if a.key_weighting else ''}{f', K q4_0 in layers {a.k_q4_0_layers}' if layer_lists['--k-q4_0-layers'] else ''}{f', K q8_0 in layers {a.k_q8_0_layers}' if layer_lists['--k-q8_0-layers'] else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
+          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}{', centred' if a.centre else ''}{', keys weighted' if a.key_weighting else ''}{f', K q4_0 in layers {a.k_q4_0_layers}' if layer_lists['--k-q4_0-layers'] else ''}{f', K q8_0 in layers {a.k_q8_0_layers}' if layer_lists['--k-q8_0-layers'] else ''}{f', K oscar3 in layers {a.k_oscar3_layers}' if layer_lists['--k-oscar3-layers'] else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
           f"in {time.time() - t0:.1f} s", file=sys.stderr)
     return 0
 

@@ -6,7 +6,8 @@ side by side in the columns, and compare them with the CPU's sum (ggml_vec_dot_o
 per 32 values dq*(d*sum(c*q) + m*sum(q))) for 1, 2, 4 and 8 query vectors and heads of 64, 128
 and 256. The same for oscar2_fa_k_tile_mma_q (q4_0 and q8_0 K rows beside oscar2 V, heads of 64
 and 128) against ggml_vec_dot_q4_0_q8_0 and ggml_vec_dot_q8_0_q8_0 (per 32 values
-dk*dq*sum((n - 8)*q) and dk*dq*sum(c*q)). A development check for
+dk*dq*sum((n - 8)*q) and dk*dq*sum(c*q)), and for oscar3 K rows (KQ OSCAR2_FA_KQ_OSCAR3: 3-bit codes,
+the third bit spread into the A bytes) against ggml_vec_dot_oscar3_q8_0. A development check for
 a kernel change that cannot run on a GPU yet, like emulate_v_tile_mma.py; a wrong fragment,
 column, step or shuffle fails it.
 
@@ -45,6 +46,53 @@ def cpu_scores(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray) -> np.ndarra
                     sl = slice(QK * b + 32 * h, QK * b + 32 * h + 32)
                     s[v, c] += qd[v, 2 * b + h] * (d * float(cb[32 * h:32 * h + 32] @ codes[v, sl]) + m * float(codes[v, sl].sum()))
     return s
+
+
+def make_rows3(rng, n: int, D: int) -> np.ndarray:
+    """n oscar3 rows as the kernel stages them: ints [n, 7*D/64]. Per 64 values: d|m<<16, the
+    16 bytes of the codes' low two bits (element j + 16k at bits 2k, 2k + 1 of byte j), the
+    64-bit word of their third bits (element e at bit e), as block_oscar3 lays them out."""
+    rows = np.zeros((n, 7 * (D // QK)), dtype=np.uint64)
+    for c in range(n):
+        for b in range(D // QK):
+            d = np.float16(rng.uniform(0.01, 0.5))
+            m = np.float16(rng.uniform(-2.0, 2.0))
+            codes = rng.integers(0, 8, QK)
+            qs = np.zeros(16, dtype=np.int64)
+            qh = 0
+            for e in range(QK):
+                qs[e % 16] |= (int(codes[e]) & 3) << (2 * (e // 16))
+                qh |= (int(codes[e]) >> 2) << e
+            rows[c, 7 * b] = int(np.array([d]).view(np.uint16)[0]) | (int(np.array([m]).view(np.uint16)[0]) << 16)
+            for w in range(4):
+                rows[c, 7 * b + 1 + w] = int(qs[4 * w]) | int(qs[4 * w + 1]) << 8 | int(qs[4 * w + 2]) << 16 | int(qs[4 * w + 3]) << 24
+            rows[c, 7 * b + 5] = qh & 0xFFFFFFFF
+            rows[c, 7 * b + 6] = qh >> 32
+    return rows
+
+
+def cpu_scores3(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    """s[v][cell] as ggml_vec_dot_oscar3_q8_0 sums it (float64 here), the codes read from the
+    bytes as the CPU reads block_oscar3 (qs[e % 16], qh[e / 8])."""
+    qv, D = codes.shape
+    s = np.zeros((qv, rows.shape[0]))
+    for c in range(rows.shape[0]):
+        for b in range(D // QK):
+            blk = np.array([int(w) for w in rows[c, 7 * b:7 * b + 7]], dtype=np.uint32).view(np.uint8)
+            d = float(blk[0:2].view(np.float16)[0])
+            m = float(blk[2:4].view(np.float16)[0])
+            qs, qh = blk[4:20], blk[20:28]
+            cb = np.array([((int(qs[e % 16]) >> (2 * (e // 16))) & 3) | (((int(qh[e // 8]) >> (e % 8)) & 1) << 2) for e in range(QK)])
+            for v in range(qv):
+                for h in range(2):
+                    sl = slice(QK * b + 32 * h, QK * b + 32 * h + 32)
+                    s[v, c] += qd[v, 2 * b + h] * (d * float(cb[32 * h:32 * h + 32] @ codes[v, sl]) + m * float(codes[v, sl].sum()))
+    return s
+
+
+def hi_bytes(n: int) -> int:
+    """oscar2_fa_hi_bytes: bit i of the nibble n at bit 2 of byte i (the kernel's multiply)."""
+    return ((n * 0x00810204) & 0xFFFFFFFF) & 0x04040404
 
 
 def imma(c: np.ndarray, A: list, B: list) -> None:
@@ -114,8 +162,10 @@ def k_tile_store(acc: np.ndarray, s_k: np.ndarray, mt: int, QV: int) -> None:
                 s_k[2 * t + j, 16 * mt + g + 8] = acc[lane, 2 + j]
 
 
-def k_tile(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray, D: int) -> np.ndarray:
-    """s_k[v][cell] for the 32 cells of a tile, as oscar2_fa_k_tile_mma leaves it (f32 sums)."""
+def k_tile(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray, D: int, o3: bool = False) -> np.ndarray:
+    """s_k[v][cell] for the 32 cells of a tile, as oscar2_fa_k_tile_mma leaves it (f32 sums);
+    o3: oscar3 rows (7 ints per block, the third bits from words 5 and 6)."""
+    bw = 7 if o3 else 5
     QV = codes.shape[0]
     NKS = D // 32
     NG = min(8 // QV, NKS)
@@ -135,10 +185,18 @@ def k_tile(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray, D: int) -> np.nd
                 A, B = [], []
                 for lane in range(32):
                     g, t = lane // 4, lane % 4
-                    w0 = int(rows[16 * mt + g, 5 * b + 1 + t])
-                    w8 = int(rows[16 * mt + g + 8, 5 * b + 1 + t])
-                    A.append(((w0 >> (4 * h)) & 0x03030303, (w8 >> (4 * h)) & 0x03030303,
-                              (w0 >> (4 * h + 2)) & 0x03030303, (w8 >> (4 * h + 2)) & 0x03030303))
+                    w0 = int(rows[16 * mt + g, bw * b + 1 + t])
+                    w8 = int(rows[16 * mt + g + 8, bw * b + 1 + t])
+                    a = [(w0 >> (4 * h)) & 0x03030303, (w8 >> (4 * h)) & 0x03030303,
+                         (w0 >> (4 * h + 2)) & 0x03030303, (w8 >> (4 * h + 2)) & 0x03030303]
+                    if o3:
+                        u0 = int(rows[16 * mt + g, bw * b + 5 + h]) >> (4 * t)
+                        u8 = int(rows[16 * mt + g + 8, bw * b + 5 + h]) >> (4 * t)
+                        a[0] |= hi_bytes(u0 & 0xF)
+                        a[1] |= hi_bytes(u8 & 0xF)
+                        a[2] |= hi_bytes((u0 >> 16) & 0xF)
+                        a[3] |= hi_bytes((u8 >> 16) & 0xF)
+                    A.append(tuple(a))
                     B.append(lq[lane][0][s])
                 imma(c, A, B)
                 if s % NG == NG - 1:
@@ -148,7 +206,7 @@ def k_tile(rows: np.ndarray, codes: np.ndarray, qd: np.ndarray, D: int) -> np.nd
                         bl = b if NG <= 2 else min((NG * r + 2 * t // QV) // 2, D // QK - 1)
                         _, qdl, qsl = lq[lane]
                         for i, cell in enumerate((16 * mt + g, 16 * mt + g, 16 * mt + g + 8, 16 * mt + g + 8)):
-                            w = int(rows[cell, 5 * bl])
+                            w = int(rows[cell, bw * bl])
                             d, m = f16(w), f16(w >> 16)
                             acc[lane, i] = np.float32(d * np.float32(np.float32(c[lane, i]) * qdl[r, i % 2]) + np.float32(m * qsl[r, i % 2] + acc[lane, i]))
         k_tile_store(acc, s_k, mt, QV)
@@ -277,6 +335,16 @@ def main() -> None:
                 err = float(np.abs(got - ref).max() / np.abs(ref).max())
                 worst = max(worst, err)
                 print(f"D {D:3d} QV {QV}: max |kernel - CPU| / max |CPU| = {err:.2e}")
+    for D in (64, 128, 256):  # oscar3 K rows (beside an oscar2 or f16 V)
+        for QV in (1, 2, 4, 8):
+            for _ in range(args.trials):
+                rows = make_rows3(rng, 32, D)
+                codes, qd = quantize_q8_0(rng.normal(size=(QV, D)))
+                ref = cpu_scores3(rows, codes, qd)
+                got = k_tile(rows, codes, qd, D, o3=True)
+                err = float(np.abs(got - ref).max() / np.abs(ref).max())
+                worst = max(worst, err)
+                print(f"oscar3 D {D:3d} QV {QV}: max |kernel - CPU| / max |CPU| = {err:.2e}")
     for kind in ("q4_0", "q8_0"):  # K rows the kernel stages beside an oscar2 V, heads up to 128
         for D in (64, 128):
             for QV in (1, 2, 4, 8):

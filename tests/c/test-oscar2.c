@@ -1,13 +1,15 @@
-// Tests of the oscar2 KV-cache type in the patched ggml, against references
+// Tests of the oscar2 and oscar3 KV-cache types in the patched ggml, against references
 // written here from the documented block layout (not from ggml's code).
 //
-//   test-oscar2 quant IN.f32 OUT.bin   quantise the float32 values in IN.f32 with
+//   test-oscar2 quant IN.f32 OUT.bin [oscar2|oscar3]
+//                                      quantise the float32 values in IN.f32 with
 //                                      ggml's reference quantiser; write the blocks,
 //                                      then the dequantised float32 values, to OUT.bin
 //                                      (py/oscar/quant.py checks them bit for bit)
-//   test-oscar2 dot                    this CPU's vec_dot (SIMD) against the scalar formula
+//   test-oscar2 dot                    this CPU's vec_dot (SIMD) against the scalar formula (oscar2, oscar3)
 //   test-oscar2 mad                    this CPU's fused V accumulation against dequantise + axpy
 //   test-oscar2 dots                   this CPU's scores of a group of rows against several Q rows
+//                                      (oscar2, oscar3, q8_0, q4_0)
 //   test-oscar2 mads                   this CPU's V sum of a group of rows into several accumulators
 //   test-oscar2 fa                     flash attention over oscar2 K/V against float64 attention
 //   test-oscar2 fa-windows             two-tier flash attention (16-bit windows beside oscar2)
@@ -74,9 +76,26 @@ static double oscar2_value(const uint8_t * block, int e) {
     return (double) half_to_float(block + 2) + (double) half_to_float(block) * oscar2_code(block, e);
 }
 
+// oscar3 (28 bytes): oscar2's first 20 bytes hold the low two bits, bit e of the 8 bytes after
+// them the third
+#define OSCAR3_BYTES 28
+
+static int oscar3_code(const uint8_t * block, int e) {
+    return oscar2_code(block, e) | (((block[20 + e / 8] >> (e % 8)) & 1) << 2);
+}
+
+static double oscar3_value(const uint8_t * block, int e) {
+    return (double) half_to_float(block + 2) + (double) half_to_float(block) * oscar3_code(block, e);
+}
+
+// element e's value of a row of type oscar2 or oscar3, decoded here
+static double row_value(enum ggml_type type, const uint8_t * row, int e) {
+    return type == GGML_TYPE_OSCAR3 ? oscar3_value(row + (e / QK)*OSCAR3_BYTES, e % QK) : oscar2_value(row + (e / QK)*BLOCK_BYTES, e % QK);
+}
+
 // --- quant: bit-exactness data for the numpy reference ------------------------
 
-static int cmd_quant(const char * in_path, const char * out_path) {
+static int cmd_quant(const char * in_path, const char * out_path, enum ggml_type type) {
     FILE * f = fopen(in_path, "rb");
     if (!f) { fprintf(stderr, "cannot open %s\n", in_path); return 2; }
     fseek(f, 0, SEEK_END);
@@ -88,13 +107,13 @@ static int cmd_quant(const char * in_path, const char * out_path) {
     if (fread(x, sizeof(float), n, f) != (size_t) n) { fprintf(stderr, "short read\n"); return 2; }
     fclose(f);
 
-    const size_t qbytes = ggml_row_size(GGML_TYPE_OSCAR2, n);
+    const size_t qbytes = ggml_row_size(type, n);
     uint8_t * q    = malloc(qbytes);
     uint8_t * qcpu = malloc(qbytes);
     float   * y    = malloc(n*sizeof(float));
-    ggml_get_type_traits(GGML_TYPE_OSCAR2)->from_float_ref(x, q, n);
-    ggml_get_type_traits_cpu(GGML_TYPE_OSCAR2)->from_float(x, qcpu, n);
-    ggml_get_type_traits(GGML_TYPE_OSCAR2)->to_float(q, y, n);
+    ggml_get_type_traits(type)->from_float_ref(x, q, n);
+    ggml_get_type_traits_cpu(type)->from_float(x, qcpu, n);
+    ggml_get_type_traits(type)->to_float(q, y, n);
     if (memcmp(q, qcpu, qbytes) != 0) {
         fprintf(stderr, "the CPU backend's quantiser differs from the reference quantiser\n");
         return 1;
@@ -115,21 +134,21 @@ static void quantize_oscar2_row(const float * x, void * q, int64_t n) {
     ggml_get_type_traits(GGML_TYPE_OSCAR2)->from_float_ref(x, q, n);
 }
 
-static double dot_scalar(const uint8_t * xq, const uint8_t * yq, int n) {
+static double dot_scalar(enum ggml_type type, const uint8_t * xq, const uint8_t * yq, int n) {
     // sum over elements of (m + c*d) * (d8*q), evaluated in double from the decoded values
     double sum = 0.0;
     for (int e = 0; e < n; e++) {
-        const uint8_t * xb = xq + (e / QK)*BLOCK_BYTES;
         const uint8_t * yb = yq + (e / QK8)*Q8_BYTES;
         const double yv = (double) half_to_float(yb) * (int8_t) yb[2 + e % QK8];
-        sum += oscar2_value(xb, e % QK)*yv;
+        sum += row_value(type, xq, e)*yv;
     }
     return sum;
 }
 
 static void cmd_dot(void) {
-    const struct ggml_type_traits_cpu * tr = ggml_get_type_traits_cpu(GGML_TYPE_OSCAR2);
-    check(tr->vec_dot_type == GGML_TYPE_Q8_0, "oscar2 vec_dot_type is q8_0");
+  for (enum ggml_type type = GGML_TYPE_OSCAR2; type <= GGML_TYPE_OSCAR3; type++) {
+    const struct ggml_type_traits_cpu * tr = ggml_get_type_traits_cpu(type);
+    check(tr->vec_dot_type == GGML_TYPE_Q8_0, "oscar2/oscar3 vec_dot_type is q8_0");
     const int sizes[] = { 64, 128, 256, 512, 4096 };
     for (size_t si = 0; si < sizeof(sizes)/sizeof(sizes[0]); si++) {
         const int n = sizes[si];
@@ -142,24 +161,25 @@ static void cmd_dot(void) {
                 y[i] = rand_normal();
             }
             if (trial == 1) { for (int i = 0; i < n; i++) x[i] = 0.25f; } // constant blocks
-            uint8_t * xq = malloc(ggml_row_size(GGML_TYPE_OSCAR2, n));
+            uint8_t * xq = malloc(ggml_row_size(type, n));
             uint8_t * yq = malloc(ggml_row_size(GGML_TYPE_Q8_0, n));
-            quantize_oscar2_row(x, xq, n);
+            ggml_get_type_traits(type)->from_float_ref(x, xq, n);
             ggml_get_type_traits_cpu(GGML_TYPE_Q8_0)->from_float(y, yq, n);
             float s = 0.0f;
             tr->vec_dot(n, &s, 0, xq, 0, yq, 0, 1);
-            const double ref = dot_scalar(xq, yq, n);
+            const double ref = dot_scalar(type, xq, yq, n);
             double scale = 0.0; // sum of |terms|: the size float32 rounding is relative to
             for (int e = 0; e < n; e++) {
                 const uint8_t * yb = yq + (e / QK8)*Q8_BYTES;
-                scale += fabs(oscar2_value(xq + (e / QK)*BLOCK_BYTES, e % QK)*half_to_float(yb)*(int8_t) yb[2 + e % QK8]);
+                scale += fabs(row_value(type, xq, e)*half_to_float(yb)*(int8_t) yb[2 + e % QK8]);
             }
             char what[128];
-            snprintf(what, sizeof(what), "vec_dot n=%d trial %d: %.9g vs %.9g", n, trial, s, ref);
+            snprintf(what, sizeof(what), "vec_dot %s n=%d trial %d: %.9g vs %.9g", ggml_type_name(type), n, trial, s, ref);
             check(fabs(s - ref) <= 1e-5*scale + 1e-6, what);
             free(x); free(y); free(xq); free(yq);
         }
     }
+  }
 }
 
 // --- mad: fused V accumulation against dequantise + axpy ---------------------
@@ -248,10 +268,10 @@ static double dot_dequantised(enum ggml_type type, const void * x, const void * 
 }
 
 static void cmd_dots(void) {
-    const enum ggml_type types[] = { GGML_TYPE_OSCAR2, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    const enum ggml_type types[] = { GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR3, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
     const int sizes[] = { 64, 128, 256 };
     const int nqs[]   = { 1, 3, 8 };
-    for (size_t ti = 0; ti < 3; ti++) {
+    for (size_t ti = 0; ti < sizeof(types)/sizeof(types[0]); ti++) {
         const enum ggml_type type = types[ti];
         for (size_t si = 0; si < 3; si++) {
             const int n = sizes[si];
@@ -833,8 +853,9 @@ static void cmd_windows_info(void) {
 
 int main(int argc, char ** argv) {
     if (argc >= 2 && strcmp(argv[1], "quant") == 0) {
-        if (argc != 4) { fprintf(stderr, "usage: %s quant IN.f32 OUT.bin\n", argv[0]); return 2; }
-        return cmd_quant(argv[2], argv[3]);
+        const int ok = argc == 4 || (argc == 5 && (!strcmp(argv[4], "oscar2") || !strcmp(argv[4], "oscar3")));
+        if (!ok) { fprintf(stderr, "usage: %s quant IN.f32 OUT.bin [oscar2|oscar3]\n", argv[0]); return 2; }
+        return cmd_quant(argv[2], argv[3], argc == 5 && !strcmp(argv[4], "oscar3") ? GGML_TYPE_OSCAR3 : GGML_TYPE_OSCAR2);
     }
     const char * what = argc >= 2 ? argv[1] : "all";
     const int all = strcmp(what, "all") == 0;
