@@ -48,6 +48,8 @@ def main() -> int:
             return base_quantize(clip_rows(x, clip) if clip < 1.0 else x, "oscar3", 1.0, method, keys)
         return base_quantize(x, kind, clip, method, keys)
     sim.quantize_side = quantize_side
+    base_low_mask = sim.low_mask
+    sim.low_mask = lambda method, kind, i, j, keys: base_low_mask(method, "oscar3" if kind == "oscar3c" else kind, i, j, keys)
 
     raw = [json.loads(line) for line in gzip.open(humaneval.data_file(), "rt")]
     text = "".join(r["prompt"] + r["canonical_solution"] + "\n\n" for r in raw)
