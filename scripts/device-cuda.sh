@@ -5,7 +5,7 @@
 # llama.cpp source into .device/llama-src.tar.xz; .device/ also holds the evaluation
 # text (wiki.test.raw) and a converted SmolLM2 (smollm2-oscar-zoo.gguf). Steps:
 #   build    CUDA build (sm_$CUDA_ARCH, default 90) of test-backend-ops and the tools
-#   test     test-backend-ops, CUDA against the CPU, for every oscar2 case (also with the decode
+#   test     test-backend-ops, CUDA against the CPU, for every oscar2 and oscar3 case (also with the decode
 #            grid's chunks fixed, GGML_CUDA_OSCAR2_CHUNK) and the rotations
 #   ppl      llama-perplexity of SmolLM2 + OSCAR on the GPU and on the CPU (same binary)
 #   perf     test-backend-ops perf: the attention op alone at depth (f16, q8_0, q4_0, oscar2)
@@ -105,10 +105,10 @@ step_build() {
 }
 
 step_test() {
-    log "test: test-backend-ops, CUDA0 against CPU, oscar2 cases"
+    log "test: test-backend-ops, CUDA0 against CPU, oscar2 and oscar3 cases"
     local rc=0
     for op in SET_ROWS CPY FLASH_ATTN_EXT; do
-        "$BIN/test-backend-ops" test -b CUDA0 -o "$op" -p "oscar2" > "$OUT/test-$op.log" 2>&1 || rc=1
+        "$BIN/test-backend-ops" test -b CUDA0 -o "$op" -p "oscar[23]" > "$OUT/test-$op.log" 2>&1 || rc=1
         grep -E "tests passed|FAIL" "$OUT/test-$op.log" | head -20
     done
     # the decode kernel with chunks fixed (GGML_CUDA_OSCAR2_CHUNK): the grid's own choice gives each
@@ -116,7 +116,7 @@ step_test() {
     # tiles (the online softmax across tiles, the stages' rotation) and small caches one chunk
     # (the direct write), 160 cells a block whose warps take 2, 1, 1 and 1 tiles
     for chunk in 1024 160; do
-        GGML_CUDA_OSCAR2_CHUNK=$chunk "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p "oscar2" > "$OUT/test-FLASH_ATTN_EXT-chunk$chunk.log" 2>&1 || rc=1
+        GGML_CUDA_OSCAR2_CHUNK=$chunk "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p "oscar[23]" > "$OUT/test-FLASH_ATTN_EXT-chunk$chunk.log" 2>&1 || rc=1
         grep -E "tests passed|FAIL" "$OUT/test-FLASH_ATTN_EXT-chunk$chunk.log" | head -20 | sed "s/^/chunk $chunk /"
     done
     # the one-kernel rotations (GGML_HINT_SRC0_IS_ROTATION, rot.cu) and their grouped launches
