@@ -9,14 +9,15 @@ import pytest
 from oscar import quant
 
 
-def c_quantize(bin_dir, tmp_path, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Blocks and dequantised values from ggml (build/bin/test-oscar2 quant)."""
+def c_quantize(bin_dir, tmp_path, x: np.ndarray, kind: str = "oscar2") -> tuple[np.ndarray, np.ndarray]:
+    """Blocks and dequantised values from ggml (build/bin/test-oscar2 quant IN OUT KIND)."""
     src, dst = tmp_path / "x.f32", tmp_path / "q.bin"
     x.astype(np.float32).tofile(src)
-    subprocess.run([str(bin_dir / "test-oscar2"), "quant", str(src), str(dst)], check=True)
+    subprocess.run([str(bin_dir / "test-oscar2"), "quant", str(src), str(dst), kind], check=True)
     raw = np.fromfile(dst, dtype=np.uint8)
-    nq = x.size // quant.QK * quant.BLOCK_BYTES
-    return raw[:nq].reshape(-1, quant.BLOCK_BYTES), raw[nq:].view(np.float32)
+    block = quant.BLOCK_BYTES if kind == "oscar2" else quant.OSCAR3_BLOCK_BYTES
+    nq = x.size // quant.QK * block
+    return raw[:nq].reshape(-1, block), raw[nq:].view(np.float32)
 
 
 def edge_cases(rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -85,20 +86,10 @@ def test_size_is_two_and_a_half_bits():
 
 # ----------------------------------------------------------------------------- oscar3
 
-def c_quantize_oscar3(bin_dir, tmp_path, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """oscar3 blocks and dequantised values from ggml (build/bin/test-oscar2 quant ... oscar3)."""
-    src, dst = tmp_path / "x.f32", tmp_path / "q.bin"
-    x.astype(np.float32).tofile(src)
-    subprocess.run([str(bin_dir / "test-oscar2"), "quant", str(src), str(dst), "oscar3"], check=True)
-    raw = np.fromfile(dst, dtype=np.uint8)
-    nq = x.size // quant.QK * quant.OSCAR3_BLOCK_BYTES
-    return raw[:nq].reshape(-1, quant.OSCAR3_BLOCK_BYTES), raw[nq:].view(np.float32)
-
-
 @pytest.mark.parametrize("case", list(edge_cases(np.random.default_rng(0))))
 def test_oscar3_c_and_numpy_agree_bit_for_bit(bin_dir, tmp_path, case):
     x = edge_cases(np.random.default_rng(4321))[case]
-    blocks_c, deq_c = c_quantize_oscar3(bin_dir, tmp_path, x)
+    blocks_c, deq_c = c_quantize(bin_dir, tmp_path, x, "oscar3")
     blocks_np = quant.quantize_oscar3(x)
     assert blocks_np.shape == blocks_c.shape
     mismatch = np.nonzero((blocks_np != blocks_c).any(axis=1))[0]

@@ -24,15 +24,15 @@ F16_MAX = np.float32(65504.0)
 GGML_TYPE_OSCAR2 = 43
 
 
-def quantize(x: np.ndarray) -> np.ndarray:
-    """Quantise float32 values to ``oscar2`` blocks.
-
-    x: any shape whose size is a multiple of 64, flattened in C order.
-    Returns a uint8 array of shape ``[x.size // 64, 20]`` (one row per block).
-    """
+def _asym_codes(x: np.ndarray, top: int, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The steps ggml's oscar2 (``top`` 3) and oscar3 (``top`` 7) quantisers share, in float32:
+    x (flattened) as blocks of 64 saturated to the f16 range, each block's minimum and maximum
+    with NaN skipped (0 and 0 for an all-NaN block), the f16 step ``(max - min)/top`` and minimum,
+    and the codes rounded half to even against the stored f16 values, clamped to ``0..top`` (NaN
+    to 0). Returns ``(codes [n, 64] uint8, d16 [n], m16 [n])``."""
     x = np.asarray(x, dtype=np.float32).reshape(-1)
     if x.size % QK:
-        raise ValueError(f"oscar2 needs a multiple of {QK} values, got {x.size}")
+        raise ValueError(f"{name} needs a multiple of {QK} values, got {x.size}")
     xb = np.clip(x.reshape(-1, QK), -F16_MAX, F16_MAX)  # NaN stays NaN
     with np.errstate(invalid="ignore"):
         mn = np.nanmin(np.where(np.isnan(xb), np.float32(np.inf), xb), axis=1)
@@ -40,8 +40,7 @@ def quantize(x: np.ndarray) -> np.ndarray:
     all_nan = mn > mx
     mn[all_nan] = 0
     mx[all_nan] = 0
-    d = (mx - mn) / np.float32(3.0)
-    d16 = d.astype(np.float16)
+    d16 = ((mx - mn) / np.float32(top)).astype(np.float16)
     m16 = mn.astype(np.float16)
     df = d16.astype(np.float32)
     mf = m16.astype(np.float32)
@@ -49,10 +48,19 @@ def quantize(x: np.ndarray) -> np.ndarray:
         idv = np.where(df > 0, np.float32(1.0) / np.where(df > 0, df, np.float32(1)), np.float32(0))
     v = (xb - mf[:, None]) * idv[:, None].astype(np.float32)
     v = np.where(v > 0, v, np.float32(0))  # NaN -> 0, like the C code
-    v = np.where(v < 3, v, np.float32(3))
-    codes = np.rint(v).astype(np.uint8)  # round half to even, as ggml's nearest_int
+    v = np.where(v < top, v, np.float32(top))
+    return np.rint(v).astype(np.uint8), d16, m16  # round half to even, as ggml's nearest_int
+
+
+def quantize(x: np.ndarray) -> np.ndarray:
+    """Quantise float32 values to ``oscar2`` blocks.
+
+    x: any shape whose size is a multiple of 64, flattened in C order.
+    Returns a uint8 array of shape ``[x.size // 64, 20]`` (one row per block).
+    """
+    codes, d16, m16 = _asym_codes(x, 3, "oscar2")
     qs = (codes[:, 0:16] | (codes[:, 16:32] << 2) | (codes[:, 32:48] << 4) | (codes[:, 48:64] << 6)).astype(np.uint8)
-    out = np.empty((xb.shape[0], BLOCK_BYTES), dtype=np.uint8)
+    out = np.empty((codes.shape[0], BLOCK_BYTES), dtype=np.uint8)
     out[:, 0:2] = d16.view(np.uint8).reshape(-1, 2)
     out[:, 2:4] = m16.view(np.uint8).reshape(-1, 2)
     out[:, 4:] = qs
@@ -99,30 +107,11 @@ def quantize_oscar3(x: np.ndarray) -> np.ndarray:
 
     x: any shape whose size is a multiple of 64, flattened in C order.
     Returns a uint8 array of shape ``[x.size // 64, 28]``."""
-    x = np.asarray(x, dtype=np.float32).reshape(-1)
-    if x.size % QK:
-        raise ValueError(f"oscar3 needs a multiple of {QK} values, got {x.size}")
-    xb = np.clip(x.reshape(-1, QK), -F16_MAX, F16_MAX)
-    with np.errstate(invalid="ignore"):
-        mn = np.nanmin(np.where(np.isnan(xb), np.float32(np.inf), xb), axis=1)
-        mx = np.nanmax(np.where(np.isnan(xb), np.float32(-np.inf), xb), axis=1)
-    all_nan = mn > mx
-    mn[all_nan] = 0
-    mx[all_nan] = 0
-    d16 = ((mx - mn) / np.float32(7.0)).astype(np.float16)
-    m16 = mn.astype(np.float16)
-    df = d16.astype(np.float32)
-    mf = m16.astype(np.float32)
-    with np.errstate(divide="ignore"):
-        idv = np.where(df > 0, np.float32(1.0) / np.where(df > 0, df, np.float32(1)), np.float32(0))
-    v = (xb - mf[:, None]) * idv[:, None].astype(np.float32)
-    v = np.where(v > 0, v, np.float32(0))
-    v = np.where(v < 7, v, np.float32(7))
-    c = np.rint(v).astype(np.uint8)
+    c, d16, m16 = _asym_codes(x, 7, "oscar3")
     lo = c & 3
     qs = (lo[:, 0:16] | (lo[:, 16:32] << 2) | (lo[:, 32:48] << 4) | (lo[:, 48:64] << 6)).astype(np.uint8)
     qh = np.packbits((c >> 2).astype(np.uint8), axis=1, bitorder="little")
-    out = np.empty((xb.shape[0], OSCAR3_BLOCK_BYTES), dtype=np.uint8)
+    out = np.empty((c.shape[0], OSCAR3_BLOCK_BYTES), dtype=np.uint8)
     out[:, 0:2] = d16.view(np.uint8).reshape(-1, 2)
     out[:, 2:4] = m16.view(np.uint8).reshape(-1, 2)
     out[:, 4:20] = qs
