@@ -64,8 +64,10 @@ def test_bindings_refuse_oscar2_without_flash_attention(smollm2):
 
 
 def test_unknown_kv_type_is_named():
+    from oscar.llama import kv_type
+    assert kv_type("oscar3") == 44
     with pytest.raises(ValueError, match="unknown KV cache type 'oscar4'"):
-        oscar.llama.kv_type("oscar4")
+        kv_type("oscar4")
 
 
 def test_perplexity_finite_and_really_quantised(smollm2, wiki_slice):
