@@ -52,6 +52,20 @@ def _asym_codes(x: np.ndarray, top: int, name: str) -> tuple[np.ndarray, np.ndar
     return np.rint(v).astype(np.uint8), d16, m16  # round half to even, as ggml's nearest_int
 
 
+def _pack_2bit(c: np.ndarray) -> np.ndarray:
+    """oscar2's ``qs`` ([n, 16] uint8) of 2-bit codes ``c`` ([n, 64]): element j + 16k in bits
+    2k..2k+1 of byte j (also the low bits of oscar3's codes)."""
+    return (c[:, 0:16] | (c[:, 16:32] << 2) | (c[:, 32:48] << 4) | (c[:, 48:64] << 6)).astype(np.uint8)
+
+
+def _values(b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``m + d*c`` in float32 (flat) for blocks ``b`` whose first 4 bytes are the f16 step and
+    minimum and whose codes are ``c`` ([n, 64]), as ggml dequantises oscar2 and oscar3."""
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
+    m = b[:, 2:4].copy().view(np.float16).astype(np.float32)
+    return (m + d * c.astype(np.float32)).reshape(-1).astype(np.float32)
+
+
 def quantize(x: np.ndarray) -> np.ndarray:
     """Quantise float32 values to ``oscar2`` blocks.
 
@@ -59,7 +73,7 @@ def quantize(x: np.ndarray) -> np.ndarray:
     Returns a uint8 array of shape ``[x.size // 64, 20]`` (one row per block).
     """
     codes, d16, m16 = _asym_codes(x, 3, "oscar2")
-    qs = (codes[:, 0:16] | (codes[:, 16:32] << 2) | (codes[:, 32:48] << 4) | (codes[:, 48:64] << 6)).astype(np.uint8)
+    qs = _pack_2bit(codes)
     out = np.empty((codes.shape[0], BLOCK_BYTES), dtype=np.uint8)
     out[:, 0:2] = d16.view(np.uint8).reshape(-1, 2)
     out[:, 2:4] = m16.view(np.uint8).reshape(-1, 2)
@@ -79,9 +93,7 @@ def dequantize(blocks: np.ndarray) -> np.ndarray:
     Computes ``m + d*c`` in float32 like ggml's ``dequantize_row_oscar2`` (exact:
     d and m are f16, so d*c and the sum round only once)."""
     b = np.ascontiguousarray(np.asarray(blocks, dtype=np.uint8).reshape(-1, BLOCK_BYTES))
-    d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
-    m = b[:, 2:4].copy().view(np.float16).astype(np.float32)
-    return (m + d * codes(b).astype(np.float32)).reshape(-1).astype(np.float32)
+    return _values(b, codes(b))
 
 
 def fake_quantize(x: np.ndarray) -> np.ndarray:
@@ -108,8 +120,7 @@ def quantize_oscar3(x: np.ndarray) -> np.ndarray:
     x: any shape whose size is a multiple of 64, flattened in C order.
     Returns a uint8 array of shape ``[x.size // 64, 28]``."""
     c, d16, m16 = _asym_codes(x, 7, "oscar3")
-    lo = c & 3
-    qs = (lo[:, 0:16] | (lo[:, 16:32] << 2) | (lo[:, 32:48] << 4) | (lo[:, 48:64] << 6)).astype(np.uint8)
+    qs = _pack_2bit(c & 3)
     qh = np.packbits((c >> 2).astype(np.uint8), axis=1, bitorder="little")
     out = np.empty((c.shape[0], OSCAR3_BLOCK_BYTES), dtype=np.uint8)
     out[:, 0:2] = d16.view(np.uint8).reshape(-1, 2)
@@ -122,17 +133,14 @@ def quantize_oscar3(x: np.ndarray) -> np.ndarray:
 def codes_oscar3(blocks: np.ndarray) -> np.ndarray:
     """3-bit codes of ``oscar3`` blocks ([n, 28] uint8) as an [n, 64] uint8 array."""
     b = np.asarray(blocks, dtype=np.uint8).reshape(-1, OSCAR3_BLOCK_BYTES)
-    lo = np.concatenate([(b[:, 4:20] >> (2 * k)) & 3 for k in range(4)], axis=1)
     hi = np.unpackbits(b[:, 20:28], axis=1, bitorder="little")
-    return (lo | (hi << 2)).astype(np.uint8)
+    return (codes(b[:, :BLOCK_BYTES]) | (hi << 2)).astype(np.uint8)  # the first 20 bytes as an oscar2 block
 
 
 def dequantize_oscar3(blocks: np.ndarray) -> np.ndarray:
     """Values of ``oscar3`` blocks ([n, 28] uint8) as a flat float32 array (``m + d*c`` in float32)."""
     b = np.ascontiguousarray(np.asarray(blocks, dtype=np.uint8).reshape(-1, OSCAR3_BLOCK_BYTES))
-    d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
-    m = b[:, 2:4].copy().view(np.float16).astype(np.float32)
-    return (m + d * codes_oscar3(b).astype(np.float32)).reshape(-1).astype(np.float32)
+    return _values(b, codes_oscar3(b))
 
 
 # ----------------------------------------------------------------------------- other cache types

@@ -65,7 +65,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from . import capture, paths
+from . import capture, kvmem, paths
 from .clip import clip_index
 from .perplexity import split_specs
 from .quant import QK, fake_as
@@ -403,7 +403,7 @@ def low_mask(method: Method, kind: str, i, j, keys: bool):
     if kind == "kivi":
         r = method.residual
         return j < (i // r) * r if keys else (i - j) > r
-    if kind in ("oscar2", "oscar3") and (method.sink or method.recent):
+    if kind in kvmem.WINDOWED and (method.sink or method.recent):
         return (j >= method.sink) & ((i - j) >= method.recent)
     return None
 
