@@ -5,7 +5,9 @@
 # batch-1 decode of four synthetic Qwen3-8B models that differ only in what a calibration adds:
 # rotations only (all), + centring means (centre), + a precision plan of the Qwen2.5-Coder-1.5B
 # zoo entry's shape scaled to 36 layers (K in q8_0 in 3 and in q4_0 in 3 layers: plan), both
-# (both), or centring with the plan's six key layers all in q4_0 (both4); then the GPU's logits
+# (both), or centring with the plan's six key layers all in q4_0 (both4), or the present zoo
+# entry's shape: centring, key weighting and K in oscar3 in 21 of 36 layers (its 17 of 28 mapped
+# onto 36: both3); then the GPU's logits
 # against the CPU's on a centred, planned SmolLM2-geometry model (batches of 4, the fused path).
 # Output lines are the figures. STEPS (default "rot tg kld d64k") picks the parts; "tg d64k" with
 # MODELS="all both" is the decode table alone, in two rounds (d64k runs every model of MODELS,
@@ -31,6 +33,7 @@ P="--k-q8_0-layers 8,18,30 --k-q4_0-layers 21,24,35"
 $S -o /tmp/m-all.gguf 2>/dev/null; $S --centre $P -o /tmp/m-both.gguf 2>/dev/null
 [[ " $MODELS " == *" centre "* ]] && $S --centre -o /tmp/m-centre.gguf 2>/dev/null
 [[ " $MODELS " == *" plan "* ]] && $S $P -o /tmp/m-plan.gguf 2>/dev/null
+[[ " $MODELS " == *" both3 "* ]] && $S --centre --key-weighting --k-oscar3-layers 3,6,8,11,16,18,19,21,22,23,25,26,27,28,29,30,31,32,33,34,35 -o /tmp/m-both3.gguf 2>/dev/null
 [[ " $MODELS " == *" both4 "* ]] && $S --centre --k-q4_0-layers 8,18,21,24,30,35 -o /tmp/m-both4.gguf 2>/dev/null
 has kw && $S --key-weighting -o /tmp/m-kw.gguf 2>/dev/null
 tg() { $D run llama-bench -m /tmp/m-$1.gguf -ngl 99 -fa 1 -ctk oscar2 -ctv oscar2 -p 0 -n 64 $2 -o csv 2>/dev/null | tail -n +2 | awk -F, '{printf "%s ", $(NF-1)}'; }
