@@ -307,6 +307,25 @@ def test_mixed_plan_is_reported_and_off_restores_oscar2(smollm2, tmp_path, wiki_
     assert off.ppl == ref.ppl and res.ppl != ref.ppl, (off.ppl, ref.ppl, res.ppl)
 
 
+def test_llama_bench_takes_kv_plan(smollm2, tmp_path, bin_dir):
+    """llama-bench's --kv-plan off stores every layer in oscar2 (the A/B of a plan's speed on one
+    file); a value other than on/off is refused naming the flag."""
+    tk = ["q8_0"] * 3 + ["oscar2"] * (N_LAYER - 3)
+    planned = write_converted(smollm2, tmp_path / "planned.gguf", plan=(tk, ["oscar2"] * N_LAYER))
+
+    def bench(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(bin_dir / "llama-bench"), "-m", str(planned), "-ctk", "oscar2", "-ctv", "oscar2",
+                               "-fa", "1", "-p", "0", "-n", "1", "-r", "1", "-t", "2", "-v", *extra],
+                              capture_output=True, text=True, timeout=120)
+
+    on, off = bench(), bench("--kv-plan", "off")
+    assert on.returncode == 0 and off.returncode == 0, (on.stderr[-2000:], off.stderr[-2000:])
+    assert "K q8_0 in 3 of 30 layers" in oscar2_line(on.stderr), oscar2_line(on.stderr)
+    assert "precision plan is off" in off.stderr and "q8_0" not in oscar2_line(off.stderr), oscar2_line(off.stderr)
+    bad = bench("--kv-plan", "maybe")
+    assert bad.returncode != 0 and "--kv-plan takes 'on' or 'off', got 'maybe'" in bad.stderr, bad.stderr[-2000:]
+
+
 def _load_error(bin_dir: Path, model: Path, text: Path) -> str:
     p = subprocess.run([str(bin_dir / "llama-perplexity"), "-m", str(model), "-f", str(text), "-c", "256",
                         "--chunks", "1", "-ctk", "oscar2", "-ctv", "oscar2"], capture_output=True, text=True)
