@@ -7,11 +7,11 @@
 # zoo entry's shape scaled to 36 layers (K in q8_0 in 3 and in q4_0 in 3 layers: plan), both
 # (both), or centring with the plan's six key layers all in q4_0 (both4), or the present zoo
 # entry's shape: centring, key weighting and K in oscar3 in 21 of 36 layers (its 17 of 28 mapped
-# onto 36: both3); then the GPU's logits
+# onto 36: both3; the same K layers in oscar3 alone: plan3; key weighting alone: kw); then the GPU's logits
 # against the CPU's on a centred, planned SmolLM2-geometry model (batches of 4, the fused path).
 # Output lines are the figures. STEPS (default "rot tg kld d64k") picks the parts; "tg d64k" with
 # MODELS="all both" is the decode table alone, in two rounds (d64k runs every model of MODELS,
-# ROUNDS rounds, default 2). A name with -off (both3-off) runs that model with --kv-plan off.
+# ROUNDS rounds, default 2; tg TG_ROUNDS, default 2). A name with -off (both3-off) runs that model with --kv-plan off.
 # "kw": key weighting (queries rotated by R_Q = W^-1 R, keys by W R): the GPU's logits against the
 # CPU's on a key-weighted SmolLM2-geometry model (batches of 4 and 512), and batch-1 decode of the
 # rotations-only model beside the same with key weighting (kw), two rounds.
@@ -35,14 +35,15 @@ $S -o /tmp/m-all.gguf 2>/dev/null; $S --centre $P -o /tmp/m-both.gguf 2>/dev/nul
 [[ " $MODELS " == *" plan "* ]] && $S $P -o /tmp/m-plan.gguf 2>/dev/null
 [[ " $MODELS " == *" both3"* ]] && $S --centre --key-weighting --k-oscar3-layers 3,6,8,11,16,18,19,21,22,23,25,26,27,28,29,30,31,32,33,34,35 -o /tmp/m-both3.gguf 2>/dev/null
 [[ " $MODELS " == *" both4 "* ]] && $S --centre --k-q4_0-layers 8,18,21,24,30,35 -o /tmp/m-both4.gguf 2>/dev/null
-has kw && $S --key-weighting -o /tmp/m-kw.gguf 2>/dev/null
+{ has kw || [[ " $MODELS " == *" kw "* ]]; } && $S --key-weighting -o /tmp/m-kw.gguf 2>/dev/null
+[[ " $MODELS " == *" plan3 "* ]] && $S --k-oscar3-layers 3,6,8,11,16,18,19,21,22,23,25,26,27,28,29,30,31,32,33,34,35 -o /tmp/m-plan3.gguf 2>/dev/null
 # a model name ending in -off is that model's file with --kv-plan off (the plan's cost on one file)
 tg() {
   local m=${1%-off} off=; [ "$m" != "$1" ] && off="--kv-plan off"
   $D run llama-bench -m /tmp/m-$m.gguf -ngl 99 -fa 1 -ctk oscar2 -ctv oscar2 -p 0 -n 64 $2 $off -o csv 2>/dev/null | tail -n +2 | awk -F, '{printf "%s ", $(NF-1)}'
 }
 if has tg; then
-  for r in 1 2; do for m in $MODELS; do echo "round $r $m d0,16k: $(tg $m '-r 2 -d 0,16384')"; done; done
+  for r in $(seq ${TG_ROUNDS:-2}); do for m in $MODELS; do echo "round $r $m d0,16k: $(tg $m '-r 2 -d 0,16384')"; done; done
 fi
 if has kld; then
   python3 -m oscar.synthetic smollm2-135m --weights f16 --oscar --centre --k-q8_0-layers 3 --k-q4_0-layers 17 -o /tmp/s135.gguf 2>/dev/null
