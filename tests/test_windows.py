@@ -277,6 +277,11 @@ def test_bad_window_settings(bin_dir, smollm2):
                             "--kv-sink", bad, "-n", "1", "-p", "hi", "-no-cnv"], capture_output=True, text=True, timeout=60)
         assert p.returncode != 0
         assert "--kv-sink takes a number of tokens" in p.stderr + p.stdout
+    # llama-bench parses them with the same helper
+    p = subprocess.run([str(bin_dir / "llama-bench"), "-m", str(smollm2), "-ctk", "oscar2", "-ctv", "oscar2",
+                        "--kv-recent", "1.5", "-p", "0", "-n", "1"], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "--kv-recent takes a number of tokens (0 or more), got '1.5'" in p.stderr, p.stderr[-2000:]
     with pytest.raises(ValueError, match="kv_recent must be a number of tokens"):
         oscar.load(smollm2, kv_recent=-1)
 
