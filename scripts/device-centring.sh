@@ -30,13 +30,15 @@ fi
 export PYTHONPATH=build-cuda-src/gguf-py:py
 S="python3 -m oscar.synthetic qwen3-8b --weights q4_0 --oscar"
 P="--k-q8_0-layers 8,18,30 --k-q4_0-layers 21,24,35"
+# the zoo Qwen2.5-Coder-1.5B entry's 17 oscar3 key layers of 28, mapped onto 36
+L3="--k-oscar3-layers 3,6,8,11,16,18,19,21,22,23,25,26,27,28,29,30,31,32,33,34,35"
 $S -o /tmp/m-all.gguf 2>/dev/null; $S --centre $P -o /tmp/m-both.gguf 2>/dev/null
 [[ " $MODELS " == *" centre "* ]] && $S --centre -o /tmp/m-centre.gguf 2>/dev/null
 [[ " $MODELS " == *" plan "* ]] && $S $P -o /tmp/m-plan.gguf 2>/dev/null
-[[ " $MODELS " == *" both3"* ]] && $S --centre --key-weighting --k-oscar3-layers 3,6,8,11,16,18,19,21,22,23,25,26,27,28,29,30,31,32,33,34,35 -o /tmp/m-both3.gguf 2>/dev/null
+[[ " $MODELS " == *" both3"* ]] && $S --centre --key-weighting $L3 -o /tmp/m-both3.gguf 2>/dev/null
 [[ " $MODELS " == *" both4 "* ]] && $S --centre --k-q4_0-layers 8,18,21,24,30,35 -o /tmp/m-both4.gguf 2>/dev/null
 { has kw || [[ " $MODELS " == *" kw "* ]]; } && $S --key-weighting -o /tmp/m-kw.gguf 2>/dev/null
-[[ " $MODELS " == *" plan3 "* ]] && $S --k-oscar3-layers 3,6,8,11,16,18,19,21,22,23,25,26,27,28,29,30,31,32,33,34,35 -o /tmp/m-plan3.gguf 2>/dev/null
+[[ " $MODELS " == *" plan3 "* ]] && $S $L3 -o /tmp/m-plan3.gguf 2>/dev/null
 # a model name ending in -off is that model's file with --kv-plan off (the plan's cost on one file)
 tg() {
   local m=${1%-off} off=; [ "$m" != "$1" ] && off="--kv-plan off"
