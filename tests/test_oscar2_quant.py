@@ -15,7 +15,7 @@ def c_quantize(bin_dir, tmp_path, x: np.ndarray, kind: str = "oscar2") -> tuple[
     x.astype(np.float32).tofile(src)
     subprocess.run([str(bin_dir / "test-oscar2"), "quant", str(src), str(dst), kind], check=True)
     raw = np.fromfile(dst, dtype=np.uint8)
-    block = quant.BLOCK_BYTES if kind == "oscar2" else quant.OSCAR3_BLOCK_BYTES
+    block = {"oscar2": quant.BLOCK_BYTES, "oscar3": quant.OSCAR3_BLOCK_BYTES, "oscar2s": quant.OSCAR2S_BLOCK_BYTES}[kind]
     nq = x.size // quant.QK * block
     return raw[:nq].reshape(-1, block), raw[nq:].view(np.float32)
 
@@ -122,3 +122,50 @@ def test_oscar3_size_and_gguf_constant():
     bs, ts = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.OSCAR3]
     assert (bs, ts) == (quant.QK, quant.OSCAR3_BLOCK_BYTES)
     assert int(gguf.GGMLQuantizationType.OSCAR3) == quant.GGML_TYPE_OSCAR3 == 44
+
+
+# ----------------------------------------------------------------------------- oscar2s
+
+@pytest.mark.parametrize("case", list(edge_cases(np.random.default_rng(0))) + ["nan", "centred"])
+def test_oscar2s_c_and_numpy_agree_bit_for_bit(bin_dir, tmp_path, case):
+    rng = np.random.default_rng(2468)
+    cases = edge_cases(rng)
+    cases["nan"] = np.where(rng.random(64 * 64) < 0.05, np.nan, rng.standard_normal(64 * 64)).astype(np.float32)
+    # values on the level ties of a block whose largest magnitude is 1.5 (d = 1): x + 1.5 = 0.5, 1.5, 2.5
+    cases["centred"] = np.tile(np.array([1.5, -1.5, -1.0, 0.0, 1.0, 0.25] + [0.5] * 58, np.float32), 64)
+    x = cases[case]
+    blocks_c, deq_c = c_quantize(bin_dir, tmp_path, x, "oscar2s")
+    blocks_np = quant.quantize_oscar2s(x)
+    assert blocks_np.shape == blocks_c.shape == (x.size // 64, 18)
+    mismatch = np.nonzero((blocks_np != blocks_c).any(axis=1))[0]
+    assert mismatch.size == 0, f"{mismatch.size} blocks differ, first {mismatch[0]}: C {blocks_c[mismatch[0]]} numpy {blocks_np[mismatch[0]]}"
+    assert np.array_equal(deq_c.view(np.uint32), quant.dequantize_oscar2s(blocks_np).view(np.uint32))
+
+
+def test_oscar2s_levels_and_error():
+    """The four levels are -3d/2, -d/2, d/2, 3d/2 with the outer ones at the block's largest
+    magnitude; every value lands within half a step of the grid; on zero-mean blocks the error is
+    about oscar2's, on blocks far from zero (which centring removes) it is far larger."""
+    x = np.concatenate([np.linspace(-3, 3, 64), np.linspace(-1, 2, 64)]).astype(np.float32)
+    v = quant.fake_as(x, "oscar2s").reshape(2, 64)
+    assert sorted(set(v[0].tolist())) == [-3.0, -1.0, 1.0, 3.0]
+    d1 = np.float32(np.float16(np.float32(2) / np.float32(1.5)))  # the f16 step of amax 2
+    assert v[1].max() == np.float32(1.5) * d1 and v[1].min() == np.float32(-0.5) * d1  # -1 rounds to -d/2
+    rng = np.random.default_rng(5)
+    z = (rng.standard_normal((512, 64)) * rng.uniform(0.01, 100, (512, 1))).astype(np.float32)
+    d = quant.quantize_oscar2s(z)[:, 0:2].copy().view(np.float16).astype(np.float64)[:, 0]
+    err = np.abs(quant.fake_as(z, "oscar2s").astype(np.float64) - z)
+    assert np.all(err.max(axis=1) <= 0.5 * d * (1 + 1e-3) + 1e-6)
+    e2s = np.sqrt((err ** 2).mean())
+    e2 = np.sqrt(((quant.fake_quantize(z).astype(np.float64) - z) ** 2).mean())
+    assert 0.8 < e2s / e2 < 1.3, (e2s, e2)
+    off = z + 10 * np.abs(z).max(axis=1, keepdims=True)
+    assert np.abs(quant.fake_as(off, "oscar2s") - off).mean() > 5 * np.abs(quant.fake_quantize(off) - off).mean()
+
+
+def test_oscar2s_size_and_gguf_constant():
+    assert quant.OSCAR2S_BITS_PER_VALUE == 2.25
+    import gguf
+    bs, ts = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.OSCAR2S]
+    assert (bs, ts) == (quant.QK, quant.OSCAR2S_BLOCK_BYTES)
+    assert int(gguf.GGMLQuantizationType.OSCAR2S) == quant.GGML_TYPE_OSCAR2S == 45

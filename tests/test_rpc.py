@@ -55,8 +55,11 @@ def rpc_server(bin_dir, log_path):
         log.close()
 
 
-def test_perplexity_over_two_rpc_servers_equals_local(bin_dir, smollm2_oscar, wiki_slice, tmp_path):
-    kv = pp.KVConfig("oscar2", "oscar2")
+@pytest.mark.parametrize("cache", ["oscar2", "oscar2s"])
+def test_perplexity_over_two_rpc_servers_equals_local(bin_dir, smollm2_oscar, wiki_slice, tmp_path, cache):
+    """oscar2s has CPU kernels only, and its cache is refused on a device that cannot write it; an
+    RPC device asks its server's backend, here a CPU one, so the cache is placed there and runs."""
+    kv = pp.KVConfig(cache, cache)
     local = pp.run(smollm2_oscar, wiki_slice, kv, ctx=CTX, chunks=CHUNKS, threads=1, extra=[*WINDOWS, *LOG])
     with rpc_server(bin_dir, tmp_path / "rpc0.log") as a, rpc_server(bin_dir, tmp_path / "rpc1.log") as b:
         remote = pp.run(smollm2_oscar, wiki_slice, kv, ctx=CTX, chunks=CHUNKS, threads=1,
@@ -71,7 +74,7 @@ def test_perplexity_over_two_rpc_servers_equals_local(bin_dir, smollm2_oscar, wi
         assert re.search(r"RPC\d+\[" + re.escape(ep) + r"\].*KV buffer size = +[1-9]", log), \
             f"no KV cache on {ep}:\n{log[-3000:]}"
     assert not re.search(r"RPC\d+\[", local.log), "the local run used an RPC device"
-    assert "oscar: K and V in oscar2" in log and "no calibrated rotations" not in log
+    assert f"oscar: K and V in {cache} (" in log and "no calibrated rotations" not in log
     assert "flash attention of all 30 layers runs on the layers' own devices" in log
     assert "WARNING: oscar2 KV cache" not in log
     # llama-perplexity prints four decimals

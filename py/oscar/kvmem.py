@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 #: bits per stored value of the KV cache types our build accepts
 BITS = {"f32": 32.0, "f16": 16.0, "bf16": 16.0, "q8_0": 8.5, "q5_1": 6.0, "q5_0": 5.5, "q4_1": 5.0,
-        "q4_0": 4.5, "iq4_nl": 4.5, "oscar3": 3.5, "oscar2": 2.5}
+        "q4_0": 4.5, "iq4_nl": 4.5, "oscar3": 3.5, "oscar2": 2.5, "oscar2s": 2.25}
 
 #: n_ctx padding of llama.cpp's KV cache, its default ubatch, and the oscar2 pool's room for new
 #: tokens (LLAMA_OSCAR_POOL_NEW)
@@ -25,7 +25,7 @@ POOL_NEW = 64
 
 
 #: the cache types llama.cpp keeps its 16-bit windows beside
-WINDOWED = ("oscar2", "oscar3")
+WINDOWED = ("oscar2", "oscar2s", "oscar3")
 
 
 def bits(kv_type: str) -> float:
@@ -117,10 +117,10 @@ _MIB = r"([0-9.]+) MiB"
 def parse_oscar_line(log: str) -> dict[str, float] | None:
     """MiB of the tiers from llama.cpp's start-up line ``oscar: K and V in oscar2 (2.5
     bits/value): A MiB; 16-bit windows ...: B MiB[; K in q4_0: C MiB | ; precision plan: ...:
-    C MiB]; N bits/value over the whole cache at M cells``: keys ``oscar2``, ``pool``,
-    ``other`` and ``bits`` (NaN when the line has no such figure); None when the log has no
-    such line (no oscar2 side)."""
-    m = re.search(r"oscar: (K and V|K|V) in oscar2 \(2\.5 bits/value\): " + _MIB + r"(.*)", log)
+    C MiB]; N bits/value over the whole cache at M cells`` (or ``in oscar2s (2.25 bits/value)``):
+    keys ``oscar2`` (the 2-bit tier), ``pool``, ``other`` and ``bits`` (NaN when the line has no
+    such figure); None when the log has no such line (no oscar2 or oscar2s side)."""
+    m = re.search(r"oscar: (K and V|K|V) in oscar2s? \([0-9.]+ bits/value\): " + _MIB + r"(.*)", log)
     if not m:
         return None
     rest = m.group(3)

@@ -143,6 +143,58 @@ def dequantize_oscar3(blocks: np.ndarray) -> np.ndarray:
     return _values(b, codes_oscar3(b))
 
 
+# ----------------------------------------------------------------------------- oscar2s
+
+#: ``oscar2s``: oscar2 without its minimum, for a cache that OSCAR's means have centred. Blocks of
+#: 64 values ``x ~= d*(c - 3/2)``, c in 0..3 (levels -3d/2, -d/2, d/2, 3d/2 with d = amax/1.5), an
+#: f16 step: 18 bytes, 2.25 bits per value. Bytes: d, then 16 bytes laid out as oscar2's ``qs``.
+OSCAR2S_BLOCK_BYTES = 18
+OSCAR2S_BITS_PER_VALUE = 8 * OSCAR2S_BLOCK_BYTES / QK  # 2.25
+GGML_TYPE_OSCAR2S = 45
+
+
+def quantize_oscar2s(x: np.ndarray) -> np.ndarray:
+    """Quantise float32 values to ``oscar2s`` blocks as ggml's ``quantize_row_oscar2s_ref`` does,
+    in float32: values saturated to the f16 range, ``amax`` the largest magnitude (NaN skipped),
+    ``d = f16(amax/1.5)``, codes ``round-half-even(clamp((x + 1.5 d) / d, 0, 3))`` against the
+    stored d (NaN to code 2).
+
+    x: any shape whose size is a multiple of 64, flattened in C order.
+    Returns a uint8 array of shape ``[x.size // 64, 18]``."""
+    x = np.asarray(x, dtype=np.float32).reshape(-1)
+    if x.size % QK:
+        raise ValueError(f"oscar2s needs a multiple of {QK} values, got {x.size}")
+    xb = np.clip(x.reshape(-1, QK), -F16_MAX, F16_MAX)  # NaN stays NaN
+    amax = np.where(np.isnan(xb), np.float32(0), np.abs(xb)).max(axis=1)
+    d16 = (amax / np.float32(1.5)).astype(np.float16)
+    df = d16.astype(np.float32)
+    with np.errstate(divide="ignore"):
+        idv = np.where(df > 0, np.float32(1.0) / np.where(df > 0, df, np.float32(1)), np.float32(0)).astype(np.float32)
+    v = ((xb + (np.float32(1.5) * df)[:, None]) * idv[:, None]).astype(np.float32)
+    v = np.where(np.isnan(v), np.float32(2), v)
+    v = np.clip(v, np.float32(0), np.float32(3))
+    c = np.rint(v).astype(np.uint8)  # round half to even, as ggml's nearest_int
+    out = np.empty((c.shape[0], OSCAR2S_BLOCK_BYTES), dtype=np.uint8)
+    out[:, 0:2] = d16.view(np.uint8).reshape(-1, 2)
+    out[:, 2:] = _pack_2bit(c)
+    return out
+
+
+def codes_oscar2s(blocks: np.ndarray) -> np.ndarray:
+    """2-bit codes of ``oscar2s`` blocks ([n, 18] uint8) as an [n, 64] uint8 array."""
+    qs = np.asarray(blocks, dtype=np.uint8).reshape(-1, OSCAR2S_BLOCK_BYTES)[:, 2:]
+    return np.concatenate([(qs >> (2 * k)) & 3 for k in range(4)], axis=1)
+
+
+def dequantize_oscar2s(blocks: np.ndarray) -> np.ndarray:
+    """Values of ``oscar2s`` blocks ([n, 18] uint8) as a flat float32 array: ``m + d*c`` with
+    ``m = -1.5 d`` in float32, as ggml's ``dequantize_row_oscar2s``."""
+    b = np.ascontiguousarray(np.asarray(blocks, dtype=np.uint8).reshape(-1, OSCAR2S_BLOCK_BYTES))
+    d = b[:, 0:2].copy().view(np.float16).astype(np.float32)
+    m = (np.float32(-1.5) * d).astype(np.float32)
+    return (m + d * codes_oscar2s(b).astype(np.float32)).reshape(-1).astype(np.float32)
+
+
 # ----------------------------------------------------------------------------- other cache types
 
 #: the cache types a precision plan chooses between (llama.cpp names), cheapest first
@@ -182,10 +234,13 @@ def fake_as(x: np.ndarray, kv_type: str) -> np.ndarray:
     if kv_type == "oscar3":
         x = np.asarray(x, dtype=np.float32)
         return dequantize_oscar3(quantize_oscar3(x)).reshape(x.shape)
+    if kv_type == "oscar2s":
+        x = np.asarray(x, dtype=np.float32)
+        return dequantize_oscar2s(quantize_oscar2s(x)).reshape(x.shape)
     if kv_type == "q8_0":
         return fake_q8_0(x)
     if kv_type == "q4_0":
         return fake_q4_0(x)
     if kv_type == "f16":
         return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
-    raise ValueError(f"cache type '{kv_type}': a plan chooses from {', '.join(PLAN_TYPES)}")
+    raise ValueError(f"cache type '{kv_type}': known are {', '.join(PLAN_TYPES + ('oscar2s',))}")

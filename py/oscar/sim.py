@@ -29,9 +29,12 @@ Methods (``--methods``, options after a colon as in ``oscar:sink=0,recent=0``):
   rotation file's ``weight_k``) keys are rotated by ``R_K`` and queries by ``R_Q``.
 - ``oscar-hadamard``: the same without calibration: Hadamard rotation, no clipping,
   windows 64/256 (llama.cpp's ``oscar2`` on an unconverted model).
+- ``oscar2s``: ``oscar`` with every layer's K and V in ``oscar2s`` (2.25 bits: oscar2's codes
+  around zero with a scale and no minimum, for the centred cache; no precision plan), what
+  llama.cpp's ``-ctk oscar2s -ctv oscar2s`` computes on the converted model.
 - ``none``: no quantisation (the reference), through the same attention code.
 
-Options: ``sink=N``, ``recent=N`` (windows of int2/hadamard/oscar/oscar-hadamard),
+Options: ``sink=N``, ``recent=N`` (windows of int2/hadamard/oscar/oscar2s/oscar-hadamard),
 ``group=N``, ``residual=N`` (kivi); for ``oscar``: ``centre=0`` ignores the calibration's
 centring means, ``plan=0`` its precision plan (every layer oscar2). Where the calibration has
 them, ``oscar`` subtracts each KV head's mean key and value after the rotation (both tiers)
@@ -213,7 +216,7 @@ class Method:
         """Bits per value of the quantised tier (both K and V): f16 16, oscar2 2.5,
         KIVI 2 + 32/group (f16 step and minimum per group)."""
         q = self.k_quant
-        return {"none": 32.0, "f16": 16.0, "oscar2": 2.5}.get(q, 2.0 + 32.0 / self.group)
+        return {"none": 32.0, "f16": 16.0, "oscar2": 2.5, "oscar2s": 2.25}.get(q, 2.0 + 32.0 / self.group)
 
     def describe(self) -> str:
         """One line for the report."""
@@ -225,7 +228,7 @@ class Method:
         rot = {"none": "no rotation", "hadamard": "Hadamard", "calibrated": "calibrated rotation"}[self.rotation]
         clip = " + calibrated clip" if self.clip else ""
         win = f"windows {self.sink}/{self.recent}" if self.sink or self.recent else "no windows"
-        return f"oscar2 codes, {rot}{clip}, {win}"
+        return f"{self.k_quant} codes, {rot}{clip}, {win}"
 
 
 PRESETS: dict[str, Method] = {
@@ -238,6 +241,8 @@ PRESETS: dict[str, Method] = {
                     clip=True),
     "oscar-hadamard": Method("oscar-hadamard", rotation="hadamard", k_quant="oscar2", v_quant="oscar2", sink=SINK,
                              recent=RECENT),
+    "oscar2s": Method("oscar2s", rotation="calibrated", k_quant="oscar2s", v_quant="oscar2s", sink=SINK,
+                      recent=RECENT, clip=True),
 }
 
 
@@ -387,6 +392,10 @@ def quantize_side(x, kind: str, clip: float, method: Method, keys: bool):
     """The stored (low-precision) version of every position of ``x`` ``[Hkv, T, D]``."""
     if kind == "oscar2":
         return oscar2_fake(clip_rows(x, clip) if clip < 1.0 else x)
+    if kind == "oscar2s":  # clipped as oscar2, then the scale-only code of a centred cache
+        import torch
+        xc = clip_rows(x, clip) if clip < 1.0 else x
+        return torch.from_numpy(fake_as(xc.detach().float().numpy(), "oscar2s"))
     if kind in ("q8_0", "q4_0", "oscar3"):  # unclipped, as llama.cpp stores them
         import torch
         return torch.from_numpy(fake_as(x.detach().numpy(), kind))
@@ -453,7 +462,7 @@ def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window
     """Causal attention where query i reads position j from the quantised tier where
     :func:`low_mask` says so, else from the 16-bit tier. Returns ``[Hq, T, D]`` float32
     (in the rotated V space). Queries in blocks of ``block`` positions; float32 scores.
-    llama_query: queries rounded to f16 against 16-bit keys and to q8_0 against oscar2 keys."""
+    llama_query: queries rounded to f16 against 16-bit keys and to q8_0 against oscar2, oscar2s and oscar3 keys."""
     import torch
     m = method
     k_kind, v_kind = p.k_kind or m.k_quant, p.v_kind or m.v_quant
@@ -469,7 +478,7 @@ def tiered_attention(p: Prepared, method: Method, scaling: float, sliding_window
         i, j = pos[a:b, None], pos[None, lo:b]
         qb = qg[:, :, a:b].reshape(hkv, g * (b - a), d)
         q_hi = f16_round(qb) if llama_query and k_kind != "none" else qb
-        q_lo = q8_0_fake(qb) if llama_query and k_kind in ("oscar2", "oscar3", "q8_0", "q4_0") else qb
+        q_lo = q8_0_fake(qb) if llama_query and k_kind in ("oscar2", "oscar2s", "oscar3", "q8_0", "q4_0") else qb
         mk = low_mask(m, k_kind, i, j, True) if p.lo_k is not None else None
         if p.lo_k is None or mk is not None:
             s = q_hi @ p.hi_k[:, lo:b].transpose(1, 2)
@@ -763,15 +772,16 @@ def llama_config(method: Method, model: str | Path, calib: Calibration | None) -
     """``(gguf, env, args)`` of the llama-perplexity run that computes what ``method``
     simulates, or None when llama.cpp has no counterpart (KIVI, or a calibrated method
     whose rotations are not in a GGUF). f16 and uncalibrated oscar2 run on ``model``
-    (which must carry no OSCAR tensors), calibrated oscar2 on the converted GGUF."""
+    (which must carry no OSCAR tensors), calibrated oscar2 and oscar2s on the converted GGUF."""
     from . import gguf_io
     converted = "oscar.version" in gguf_io.open_reader(model).fields
     if method.k_quant == "f16" and method.v_quant == "f16":
         return Path(model), {}, ["-ctk", "f16", "-ctv", "f16"]
-    if method.k_quant != "oscar2" or method.v_quant != "oscar2":
+    if method.k_quant not in ("oscar2", "oscar2s") or method.v_quant != method.k_quant:
         return None
-    args = ["-ctk", "oscar2", "-ctv", "oscar2", "--kv-sink", str(method.sink), "--kv-recent", str(method.recent)]
-    if not method.plan:
+    args = ["-ctk", method.k_quant, "-ctv", method.v_quant, "--kv-sink", str(method.sink), "--kv-recent",
+            str(method.recent)]
+    if not method.plan and method.k_quant == "oscar2":  # (a plan applies under oscar2 only)
         args += ["--kv-plan", "off"]
     if method.rotation == "calibrated":
         if calib is None or not calib.source.endswith(".gguf"):

@@ -88,9 +88,21 @@ static double oscar3_value(const uint8_t * block, int e) {
     return (double) half_to_float(block + 2) + (double) half_to_float(block) * oscar3_code(block, e);
 }
 
-// element e's value of a row of type oscar2 or oscar3, decoded here
+// oscar2s (18 bytes): an f16 step and oscar2's code bytes, no minimum; levels d*(code - 3/2)
+#define OSCAR2S_BYTES 18
+
+static double oscar2s_value(const uint8_t * block, int e) {
+    const int code = (block[2 + e % 16] >> (2*(e / 16))) & 3;
+    return (double) half_to_float(block) * (code - 1.5);
+}
+
+// element e's value of a row of type oscar2, oscar2s or oscar3, decoded here
 static double row_value(enum ggml_type type, const uint8_t * row, int e) {
-    return type == GGML_TYPE_OSCAR3 ? oscar3_value(row + (e / QK)*OSCAR3_BYTES, e % QK) : oscar2_value(row + (e / QK)*BLOCK_BYTES, e % QK);
+    switch (type) {
+        case GGML_TYPE_OSCAR3:  return oscar3_value(row + (e / QK)*OSCAR3_BYTES, e % QK);
+        case GGML_TYPE_OSCAR2S: return oscar2s_value(row + (e / QK)*OSCAR2S_BYTES, e % QK);
+        default:                return oscar2_value(row + (e / QK)*BLOCK_BYTES, e % QK);
+    }
 }
 
 // --- quant: bit-exactness data for the numpy reference ------------------------
@@ -146,9 +158,11 @@ static double dot_scalar(enum ggml_type type, const uint8_t * xq, const uint8_t 
 }
 
 static void cmd_dot(void) {
-  for (enum ggml_type type = GGML_TYPE_OSCAR2; type <= GGML_TYPE_OSCAR3; type++) {
+  const enum ggml_type types[] = { GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR3, GGML_TYPE_OSCAR2S };
+  for (size_t ti = 0; ti < sizeof(types)/sizeof(types[0]); ti++) {
+    const enum ggml_type type = types[ti];
     const struct ggml_type_traits_cpu * tr = ggml_get_type_traits_cpu(type);
-    check(tr->vec_dot_type == GGML_TYPE_Q8_0, "oscar2/oscar3 vec_dot_type is q8_0");
+    check(tr->vec_dot_type == GGML_TYPE_Q8_0, "oscar2/oscar3/oscar2s vec_dot_type is q8_0");
     const int sizes[] = { 64, 128, 256, 512, 4096 };
     for (size_t si = 0; si < sizeof(sizes)/sizeof(sizes[0]); si++) {
         const int n = sizes[si];
@@ -268,7 +282,7 @@ static double dot_dequantised(enum ggml_type type, const void * x, const void * 
 }
 
 static void cmd_dots(void) {
-    const enum ggml_type types[] = { GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR3, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    const enum ggml_type types[] = { GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR3, GGML_TYPE_OSCAR2S, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
     const int sizes[] = { 64, 128, 256 };
     const int nqs[]   = { 1, 3, 8 };
     for (size_t ti = 0; ti < sizeof(types)/sizeof(types[0]); ti++) {
@@ -853,9 +867,10 @@ static void cmd_windows_info(void) {
 
 int main(int argc, char ** argv) {
     if (argc >= 2 && strcmp(argv[1], "quant") == 0) {
-        const int ok = argc == 4 || (argc == 5 && (!strcmp(argv[4], "oscar2") || !strcmp(argv[4], "oscar3")));
-        if (!ok) { fprintf(stderr, "usage: %s quant IN.f32 OUT.bin [oscar2|oscar3]\n", argv[0]); return 2; }
-        return cmd_quant(argv[2], argv[3], argc == 5 && !strcmp(argv[4], "oscar3") ? GGML_TYPE_OSCAR3 : GGML_TYPE_OSCAR2);
+        const int ok = argc == 4 || (argc == 5 && (!strcmp(argv[4], "oscar2") || !strcmp(argv[4], "oscar3") || !strcmp(argv[4], "oscar2s")));
+        if (!ok) { fprintf(stderr, "usage: %s quant IN.f32 OUT.bin [oscar2|oscar3|oscar2s]\n", argv[0]); return 2; }
+        const char * kind = argc == 5 ? argv[4] : "oscar2";
+        return cmd_quant(argv[2], argv[3], !strcmp(kind, "oscar3") ? GGML_TYPE_OSCAR3 : !strcmp(kind, "oscar2s") ? GGML_TYPE_OSCAR2S : GGML_TYPE_OSCAR2);
     }
     const char * what = argc >= 2 ? argv[1] : "all";
     const int all = strcmp(what, "all") == 0;
