@@ -54,8 +54,9 @@ def test_bindings_mixed_pairs(smollm2, k, v):
 
 
 def test_bindings_refuse_oscar2_without_flash_attention(smollm2):
-    with pytest.raises(ValueError, match="flash attention"):
-        oscar.load(smollm2, kv="oscar2", flash_attn=False)
+    for kv in ("oscar2", "oscar2s"):
+        with pytest.raises(ValueError, match="flash attention"):
+            oscar.load(smollm2, kv=kv, flash_attn=False)
     # the library itself refuses too (llama-cpp-python turns the NULL context into an error)
     llama_cpp = oscar.llama.bindings()
     with pytest.raises(Exception):
@@ -65,7 +66,7 @@ def test_bindings_refuse_oscar2_without_flash_attention(smollm2):
 
 def test_unknown_kv_type_is_named():
     from oscar.llama import kv_type
-    assert kv_type("oscar3") == 44
+    assert kv_type("oscar3") == 44 and kv_type("oscar2s") == 45
     with pytest.raises(ValueError, match="unknown KV cache type 'oscar4'"):
         kv_type("oscar4")
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from . import paths
-from .quant import GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR3
+from .quant import GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR2S, GGML_TYPE_OSCAR3
 
 #: KV cache type names accepted by ``load`` and the CLIs, with their ggml type ids
 KV_TYPES = {
     "f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7, "q8_0": 8,
-    "iq4_nl": 20, "bf16": 30, "oscar2": GGML_TYPE_OSCAR2, "oscar3": GGML_TYPE_OSCAR3,
+    "iq4_nl": 20, "bf16": 30, "oscar2": GGML_TYPE_OSCAR2, "oscar3": GGML_TYPE_OSCAR3, "oscar2s": GGML_TYPE_OSCAR2S,
 }
 
 
@@ -68,12 +68,12 @@ def head_sizes(model: str | os.PathLike) -> dict[str, tuple[int, str]]:
 
 
 def check_head_sizes(model: str | os.PathLike, type_k: int, type_v: int) -> None:
-    """Raise ``ValueError`` if a side stored as oscar2 has a head size oscar2 cannot hold (a
+    """Raise ``ValueError`` if a side stored as oscar2 (or oscar2s) has a head size it cannot hold (a
     multiple of :data:`oscar.limits.OSCAR2_BLOCK`), naming the layers, the size and the fix,
     before llama.cpp would fail with only "Failed to create llama_context". A GGUF that gguf-py
     cannot read is left to llama.cpp."""
     from . import limits
-    sides = [s for s, t in (("K", type_k), ("V", type_v)) if t == GGML_TYPE_OSCAR2]
+    sides = [s for s, t in (("K", type_k), ("V", type_v)) if t in (GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR2S)]
     if not sides:
         return
     try:
@@ -132,7 +132,7 @@ def load(model: str | os.PathLike, kv: str = "oscar2", *, kv_k: str | None = Non
     if overrides:
         kwargs["kv_overrides"] = overrides
     kwargs.setdefault("flash_attn", True)
-    if not kwargs["flash_attn"] and GGML_TYPE_OSCAR2 in (type_k, type_v):
+    if not kwargs["flash_attn"] and {GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR2S} & {type_k, type_v}:
         raise ValueError("the oscar2 KV cache needs flash attention: leave flash_attn=True")
     return llama_cpp.Llama(model_path=str(path), type_k=type_k, type_v=type_v, n_ctx=n_ctx,
                            n_threads=n_threads, verbose=verbose, **kwargs)
