@@ -58,6 +58,11 @@ def _pack_2bit(c: np.ndarray) -> np.ndarray:
     return (c[:, 0:16] | (c[:, 16:32] << 2) | (c[:, 32:48] << 4) | (c[:, 48:64] << 6)).astype(np.uint8)
 
 
+def _unpack_2bit(qs: np.ndarray) -> np.ndarray:
+    """The [n, 64] uint8 codes of ``qs`` bytes ([n, 16], laid out as :func:`_pack_2bit` writes them)."""
+    return np.concatenate([(qs >> (2 * k)) & 3 for k in range(4)], axis=1)
+
+
 def _values(b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """``m + d*c`` in float32 (flat) for blocks ``b`` whose first 4 bytes are the f16 step and
     minimum and whose codes are ``c`` ([n, 64]), as ggml dequantises oscar2 and oscar3."""
@@ -83,8 +88,7 @@ def quantize(x: np.ndarray) -> np.ndarray:
 
 def codes(blocks: np.ndarray) -> np.ndarray:
     """2-bit codes of ``blocks`` ([n, 20] uint8) as an [n, 64] uint8 array."""
-    qs = np.asarray(blocks, dtype=np.uint8).reshape(-1, BLOCK_BYTES)[:, 4:]
-    return np.concatenate([(qs >> (2 * k)) & 3 for k in range(4)], axis=1)
+    return _unpack_2bit(np.asarray(blocks, dtype=np.uint8).reshape(-1, BLOCK_BYTES)[:, 4:])
 
 
 def dequantize(blocks: np.ndarray) -> np.ndarray:
@@ -182,8 +186,7 @@ def quantize_oscar2s(x: np.ndarray) -> np.ndarray:
 
 def codes_oscar2s(blocks: np.ndarray) -> np.ndarray:
     """2-bit codes of ``oscar2s`` blocks ([n, 18] uint8) as an [n, 64] uint8 array."""
-    qs = np.asarray(blocks, dtype=np.uint8).reshape(-1, OSCAR2S_BLOCK_BYTES)[:, 2:]
-    return np.concatenate([(qs >> (2 * k)) & 3 for k in range(4)], axis=1)
+    return _unpack_2bit(np.asarray(blocks, dtype=np.uint8).reshape(-1, OSCAR2S_BLOCK_BYTES)[:, 2:])
 
 
 def dequantize_oscar2s(blocks: np.ndarray) -> np.ndarray:
