@@ -353,6 +353,21 @@ def test_synth_centre_and_plan(tmp_path, capfd):
     del llm
     assert synthetic.main(common + ["--k-oscar3-layers", "0", "--k-q8_0-layers", "0", "-o", str(tmp_path / "w.gguf")]) == 1
     assert not (tmp_path / "w.gguf").exists()
+    # a plan under 2.7 bits: oscar2s sides, a raised key beside an oscar2s value
+    low = tmp_path / "low.gguf"
+    assert synthetic.main(common + ["--oscar2s-layers", "0,1", "--k-oscar3-layers", "1", "-o", str(low)]) == 0
+    kinds = {k: gguf.GGUFReader(str(low)).fields[f"oscar.cache_type_{k}"] for k in "kv"}
+    assert {k: [str(bytes(f.parts[i]), "utf-8") for i in f.data] for k, f in kinds.items()} == \
+        {"k": ["oscar2s", "oscar3"], "v": ["oscar2s", "oscar2s"]}
+    capfd.readouterr()
+    llm = oscar.load(low, kv="oscar2", n_ctx=256, kv_sink=4, kv_recent=8, logits_all=True, verbose=True)
+    llm.eval(llm.tokenize(b"the quick brown fox jumps over the lazy dog"))
+    assert np.isfinite(np.array(llm.scores[: llm.n_tokens])).all()
+    err = capfd.readouterr().err
+    assert "precision plan: oscar2s for K in 1 and V in 2 of 2 layers, K oscar3 in 1 of 2 layers" in err, err[-2000:]
+    del llm
+    assert synthetic.main(["tiny-hd64", "--oscar", "--oscar2s-layers", "2", "-o", str(tmp_path / "u.gguf")]) == 1
+    assert not (tmp_path / "u.gguf").exists()
 
 
 # ----------------------------------------------------------------------------- equal memory

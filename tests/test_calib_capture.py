@@ -182,7 +182,7 @@ def test_default_split_error_from_the_search(smol, small_cap):
     m, tok, info = smol
     cap = small_cap
     rk, rv = cal.rotations_from_capture(cap, per_head=False)
-    res, tables = cal.search_clips(cap, rk, rv, progress=False, plan_types=("oscar2", "q4_0"))
+    res, tables = cal.search_clips(cap, rk, rv, progress=False, plan_pairs=[(a, b) for a in ("oscar2", "q4_0") for b in ("oscar2", "q4_0")])
     types = (["q4_0" if i % 3 == 0 else "oscar2" for i in range(info.n_layer)], ["oscar2"] * info.n_layer)
     for ty in (None, types):
         measured = cal.window_errors(cap, rk, rv, res, types=ty, sinks=(clip.SINK_TOKENS,))

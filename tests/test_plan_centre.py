@@ -50,7 +50,7 @@ def shapes(n_layer: int = 4, sliding: tuple[int, ...] = ()) -> list[plan.LayerSh
     return [plan.LayerShape(128, 128, 512 if i in sliding else None) for i in range(n_layer)]
 
 
-@pytest.mark.parametrize("t", ["oscar2", "q8_0", "f16"])
+@pytest.mark.parametrize("t", ["oscar2", "oscar2s", "q8_0", "f16"])
 @pytest.mark.parametrize("ctx", [4096, 32768])
 def test_uniform_bits_agree_with_kvmem(t, ctx):
     g = kvmem.KVGeometry(4, 2, 64, 64)
@@ -114,6 +114,73 @@ def test_plan_takes_oscar3_keys_and_skips_a_type_that_does_not_pay():
     k8 = plan.bits_per_value(lay, ["oscar2", "oscar2", "q8_0", "oscar2"], ["oscar2"] * 4)
     p8 = plan.choose(lay, tab, budget=k8 + 1e-9)
     assert p8.type_k[2] == "q8_0" and p8.bits <= k8 + 1e-9, p8.type_k
+
+
+def low_tables(n_layer: int, bad_layer: int) -> list[dict]:
+    """:func:`error_tables` with the oscar2s pairs: oscar2s 1.3x oscar2's error on either side."""
+    ek = {"oscar2s": 0.013, "oscar2": 0.01, "oscar3": 0.004, "q4_0": 0.001, "q8_0": 1e-4}
+    ev = {"oscar2s": 0.0026, "oscar2": 0.002, "oscar3": 8e-4, "q4_0": 2e-4, "q8_0": 2e-6}
+    out = []
+    for i in range(n_layer):
+        k = dict(ek, oscar2s=0.65, oscar2=0.5, oscar3=0.2) if i == bad_layer else ek
+        out.append({(a, b): k[a] + ev[b] for a, b in plan.measured_pairs()})
+    return out
+
+
+def test_plan_starts_from_oscar2s_under_every_layer_in_oscar2():
+    """Eight growing layers of 128 + 128 values, windows 64/256: every layer in oscar2 costs 2.69
+    bits at 32k, in oscar2s 2.44. A budget of 2.5 cannot hold every layer in oscar2, so the plan
+    starts from oscar2s (K and V) and spends the rest where the error falls most per bit: the
+    collapsing layer's K first. 3.0 keeps the oscar2 start and names no oscar2s; under 2.44 even
+    oscar2s everywhere is over, and the plan says so by its bits. A file without oscar2s
+    measurements keeps the oscar2 start and says that it has none."""
+    lay = shapes(8)
+    all2 = plan.bits_per_value(lay, *plan.uniform(8))
+    all2s = plan.bits_per_value(lay, *plan.uniform(8, "oscar2s"))
+    assert all2 == pytest.approx(2.5 + 16 * kvmem.pool_slots(32768, 64, 256) / 32768, abs=1e-9)
+    assert all2 - all2s == pytest.approx(0.25)
+    tab = low_tables(8, 5)
+    p = plan.choose(lay, tab, budget=2.5)
+    assert p.base == "oscar2s" and p.bits <= 2.5 and p.bits > all2s
+    assert p.type_k[5] != "oscar2s", p.type_k  # the collapsing key raised first
+    assert set(p.type_k) <= set(plan.LOW_LADDER_K) and set(p.type_v) <= set(plan.LOW_LADDER_V)
+    assert plan.bits_per_value(lay, p.type_k, p.type_v) == pytest.approx(p.bits)
+    start = sum(tab[i][("oscar2s", "oscar2s")] for i in range(8))
+    assert p.rel_error < start
+    # greedy by gain per bit: nothing left that fits the budget and gains
+    for i in range(8):
+        for side, steps in (("k", plan.LOW_LADDER_K), ("v", plan.LOW_LADDER_V)):
+            cur = p.type_k if side == "k" else p.type_v
+            for t in steps[steps.index(cur[i]) + 1:]:
+                tk, tv = list(p.type_k), list(p.type_v)
+                (tk if side == "k" else tv)[i] = t
+                assert plan.bits_per_value(lay, tk, tv) > 2.5 + 1e-12 or tab[i][(tk[i], tv[i])] >= tab[i][(p.type_k[i], p.type_v[i])]
+    p3 = plan.choose(lay, tab, budget=3.0)
+    assert p3.base == "oscar2" and "oscar2s" not in p3.type_k + p3.type_v and p3.bits <= 3.0
+    under = plan.choose(lay, tab, budget=2.3)
+    assert under.base == "oscar2s" and under.type_k == under.type_v == ["oscar2s"] * 8
+    assert under.bits == pytest.approx(all2s)
+    old = [{k: v for k, v in t.items() if "oscar2s" not in k} for t in tab]
+    po = plan.choose(lay, old, budget=2.5)
+    assert po.base == "oscar2" and not po.low_measured and po.type_k == po.type_v == ["oscar2"] * 8
+    assert po.as_meta(2.5)["low_measured"] is False and p.as_meta(2.5)["base"] == "oscar2s"
+
+
+def test_oscar2s_sides_are_measured_clipped():
+    """The plan's errors for oscar2s are of the cache llama.cpp writes: each row clipped at the
+    layer's ratio (as oscar2) before the scale-only code. Its largest level is 1.5 d = the
+    block's largest magnitude, so a row's largest stored magnitude is the clip threshold (the
+    row's r-quantile of |x|, as ggml_set_rows_clip takes it), not the row's own maximum."""
+    import torch
+    rng = np.random.default_rng(3)
+    x = torch.from_numpy((rng.standard_normal((5, 2, 128)) * rng.uniform(0.5, 4, (5, 2, 1))).astype(np.float32))
+    r = 0.8
+    got = clip.stored(x, "oscar2s", r).numpy()
+    a = np.sort(np.abs(x.numpy()), axis=-1)
+    t = a[..., int(np.floor(r * 127 + 0.5))]
+    np.testing.assert_allclose(np.abs(got).max(axis=-1), t, rtol=2e-3)
+    np.testing.assert_allclose(np.abs(clip.stored(x, "oscar2s", 1.0).numpy()).max(axis=-1), a[..., -1], rtol=2e-3)
+    assert (np.abs(got).max(axis=-1) < 0.99 * a[..., -1]).all()
 
 
 def test_plan_lowers_sliding_layers_when_the_start_is_over_budget():
@@ -305,6 +372,41 @@ def test_mixed_plan_is_reported_and_off_restores_oscar2(smollm2, tmp_path, wiki_
     off = pp.run(planned, wiki_slice, pp.KVConfig("oscar2", "oscar2", args=["--kv-plan", "off"]), ctx=CTX, chunks=CHUNKS)
     ref = pp.run(plain, wiki_slice, kv, ctx=CTX, chunks=CHUNKS)
     assert off.ppl == ref.ppl and res.ppl != ref.ppl, (off.ppl, ref.ppl, res.ppl)
+
+
+def test_plan_of_oscar2s_is_the_oscar2s_cache_and_mixes(smollm2, tmp_path, wiki_slice):
+    """A plan under 2.7 bits names oscar2s: every layer's K and V in oscar2s under -ctk oscar2
+    -ctv oscar2 is exactly llama.cpp's oscar2s cache asked for by name; a mixed plan (oscar2s
+    with oscar3, q8_0 and oscar2 sides) is reported against oscar2s with the bits of the whole
+    cache, and --kv-plan off gives the unplanned oscar2 cache."""
+    plain = write_converted(smollm2, tmp_path / "plain.gguf", means=random_means(2, 0.5))
+    low = write_converted(smollm2, tmp_path / "low.gguf", means=random_means(2, 0.5),
+                          plan=(["oscar2s"] * N_LAYER, ["oscar2s"] * N_LAYER))
+    small = ["--kv-sink", "4", "--kv-recent", "16"]  # (most of the 256 cells in the 2-bit tier)
+    a = pp.run(plain, wiki_slice, pp.KVConfig("oscar2s", "oscar2s", args=small), ctx=CTX, chunks=CHUNKS)
+    b = pp.run(low, wiki_slice, pp.KVConfig("oscar2", "oscar2", args=small), ctx=CTX, chunks=CHUNKS, extra=VERBOSE)
+    assert a.ppl == b.ppl, (a.ppl, b.ppl)
+    assert re.search(r"oscar: K and V in oscar2s \(2\.25 bits/value\)", b.log), b.log[-3000:]
+    tk = ["oscar2s"] * 20 + ["oscar3"] * 6 + ["q8_0"] * 2 + ["oscar2"] * 2
+    tv = ["oscar2s"] * 27 + ["oscar2"] * 3
+    mixed = write_converted(smollm2, tmp_path / "mixed.gguf", means=random_means(2, 0.5), plan=(tk, tv))
+    res = pp.run(mixed, wiki_slice, pp.KVConfig("oscar2", "oscar2"), ctx=CTX, chunks=CHUNKS, extra=VERBOSE)
+    line = re.search(r"^.*oscar: (K and V|K|V) in oscar2s .*$", res.log, re.M).group(0)
+    assert "precision plan: oscar2s for K in 20 and V in 27 of 30 layers" in line, line
+    assert "K oscar3 in 6 of 30 layers" in line and "K q8_0 in 2 of 30 layers" in line, line
+    assert "K oscar2 in 2 of 30 layers" in line and "V oscar2 in 3 of 30 layers" in line, line
+    cells, per = kvmem.cells(CTX), N_HEAD_KV * HEAD_DIM
+    slots = kvmem.pool_slots(CTX, 64, 256)
+    stored = sum(cells * per * kvmem.bits(t) for t in tk + tv)
+    stored += slots * per * 16 * sum(t in kvmem.WINDOWED for t in tk + tv)
+    want = stored / (cells * per * 2 * N_LAYER)
+    got = float(re.search(r"; ([0-9.]+) bits/value over the whole cache at (\d+) cells", line).group(1))
+    assert got == pytest.approx(want, abs=0.006), (got, want, line)
+    mix = pp.run(mixed, wiki_slice, pp.KVConfig("oscar2", "oscar2", args=small), ctx=CTX, chunks=CHUNKS)
+    off = pp.run(mixed, wiki_slice, pp.KVConfig("oscar2", "oscar2", args=small + ["--kv-plan", "off"]), ctx=CTX,
+                 chunks=CHUNKS)
+    ref = pp.run(plain, wiki_slice, pp.KVConfig("oscar2", "oscar2", args=small), ctx=CTX, chunks=CHUNKS)
+    assert off.ppl == ref.ppl and len({ref.ppl, a.ppl, mix.ppl}) == 3, (off.ppl, ref.ppl, a.ppl, mix.ppl)
 
 
 def test_llama_bench_takes_kv_plan(smollm2, tmp_path, bin_dir):

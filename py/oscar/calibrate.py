@@ -111,14 +111,15 @@ def layer_sims(cap: capture.Capture, layer: int, rot_k: np.ndarray, rot_v: np.nd
 def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, progress: bool = True,
                  desc: str = "clip search", lo: float = clip.DEFAULT_CLIP_LO, mean_k: np.ndarray | None = None,
                  mean_v: np.ndarray | None = None,
-                 plan_types: tuple[str, ...] = (),
+                 plan_pairs: list[tuple[str, str]] | tuple = (),
                  rot_q: np.ndarray | None = None) -> tuple[list[clip.ClipResult], list[dict]]:
     """Per-layer clip search (:func:`oscar.clip.search_layer`, grid of ratios >= ``lo``) with a
     progress bar. rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (Hugging Face layout; rot_k
     the keys' matrix, rot_q the queries', of its shape, None: rot_k); mean_k,
-    mean_v: ``[L, Hkv, D]`` rotated centring means, or None. With ``plan_types``, also each
-    layer's relative attention-output error for every (K type, V type) pair of them at the
-    chosen clips (what :func:`oscar.plan.choose` needs); otherwise empty tables."""
+    mean_v: ``[L, Hkv, D]`` rotated centring means, or None. With ``plan_pairs`` ((K type, V type)
+    pairs, :func:`oscar.plan.measured_pairs`), also each layer's relative attention-output error
+    for each pair at the chosen clips (what :func:`oscar.plan.choose` needs); otherwise empty
+    tables."""
     from tqdm import tqdm
     results, tables = [], []
     for i in tqdm(range(cap.info.n_layer), desc=desc, unit="layer", disable=not progress):
@@ -127,9 +128,8 @@ def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, pro
         r = clip.search_layer(sims, cap.info.head_dim, lo=lo)
         results.append(r)
         table = {}
-        for tk in plan_types:
-            for tv in plan_types:
-                table[(tk, tv)] = clip.type_error(sims, tk, tv, r.clip_k, r.clip_v) / max(r.energy, 1e-30)
+        for tk, tv in plan_pairs:
+            table[(tk, tv)] = clip.type_error(sims, tk, tv, r.clip_k, r.clip_v) / max(r.energy, 1e-30)
         tables.append(table)
     return results, tables
 
@@ -286,7 +286,7 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
     rkk, rq = weighted_rotations(wk, rk) if weighted else (rk, None)  # the keys' and queries' matrices
     mk, mv = rotated_means(c.cap, rkk, rv) if centre else (None, None)
     results, tables = search_clips(c.cap, rkk, rv, progress, lo=lo, mean_k=mk, mean_v=mv,
-                                   plan_types=plan.LADDER if budget is not None else (), rot_q=rq)
+                                   plan_pairs=plan.measured_pairs() if budget is not None else (), rot_q=rq)
     chosen = None
     if budget is not None:
         lay = [plan.LayerShape(c.info.n_head_kv * c.info.head_dim, c.info.n_head_kv * c.info.head_dim,

@@ -167,8 +167,10 @@ def convert_main(argv: list[str] | None = None) -> int:
                     help="the budget of the precision plan, in bits per value over the whole cache at 32k tokens "
                          "(windows and every layer counted; default 3.0 for --rotations calibrate, else the rotation "
                          "file's own plan): layers whose cache a sliding window bounds are stored in q8_0 (q4_0 where the "
-                         "budget needs it), and the growing layers' K or V are raised from oscar2 to q4_0 or q8_0 where calibration measured the "
-                         "largest gain per bit (a rotation file keeps those measurements, so its plan is made again)")
+                         "budget needs it), and the growing layers' keys are raised from oscar2 to oscar3, q4_0 or q8_0 where calibration "
+                         "measured the largest gain per bit (a rotation file keeps those measurements, so its plan is made "
+                         "again). Under every layer in oscar2 (about 2.7 bits with the default windows) the growing layers' "
+                         "K and V start from oscar2s (2.25 bits; llama.cpp runs it on the CPU only) and are raised from there")
     ap.add_argument("--kv-plan", choices=("auto", "off"), default="auto",
                     help="auto: write the precision plan (from the calibration or the rotation file) into the GGUF, "
                          "so that -ctk oscar2 -ctv oscar2 stores each layer as planned (llama.cpp's --kv-plan off "
@@ -380,13 +382,24 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
     extra += ", keys weighted (R_K = W R, R_Q = W^-1 R)" if rot.weight_k is not None else ""
     extra += f", windows {rot.meta.get('sink_tokens', 64)} sink + {rot.meta.get('recent_tokens', 256)} recent"
     if plan:
-        n_o2 = sum(t == "oscar2" for t in plan["type_k"]), sum(t == "oscar2" for t in plan["type_v"])
-        extra += (f", plan: oscar2 for K in {n_o2[0]} and V in {n_o2[1]} of {shape.n_layer} layers, "
+        base = plan.get("base", "oscar2")
+        n_b = sum(t == base for t in plan["type_k"]), sum(t == base for t in plan["type_v"])
+        extra += (f", plan: {base} for K in {n_b[0]} and V in {n_b[1]} of {shape.n_layer} layers, "
                   f"{plan.get('bits_per_value', float('nan')):.2f} bits/value at 32k")
+        if base == "oscar2s":
+            print("oscar-convert: note: the plan stores layers in oscar2s (2.25 bits), which llama.cpp runs on "
+                  "the CPU only (a GPU refuses it; -nkvo keeps the cache on the CPU); a budget of 2.7 bits or more "
+                  "keeps every layer on oscar2 and above", file=sys.stderr)
         if plan.get("bits_per_value", 0) > plan.get("budget_bits", float("inf")) + 1e-9:
+            if base == "oscar2" and any(t == "oscar2" for t in plan["type_k"]) and not plan.get("low_measured", True):
+                why = ("every growing layer is oscar2, and the rotation file holds no measurements of oscar2s (2.25 "
+                       "bits), which a budget under every layer in oscar2 needs; recalibrate (--rotations calibrate "
+                       f"--kv-bits {plan['budget_bits']:g})")
+            else:
+                why = (f"every growing layer is {base} and every sliding layer q4_0 already; a larger --kv-bits states "
+                       "what the cache costs")
             print(f"oscar-convert: warning: the plan needs {plan['bits_per_value']:.2f} bits/value at 32k, over its "
-                  f"budget of {plan['budget_bits']:g}: every growing layer is oscar2 and every sliding layer q4_0 "
-                  "already; a larger --kv-bits states what the cache costs", file=sys.stderr)
+                  f"budget of {plan['budget_bits']:g}: {why}", file=sys.stderr)
     print(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations D={shape.head_dim}{extra}, "
           f"clip K {rot.clip_k.min():.3f}-{rot.clip_k.max():.3f} V {rot.clip_v.min():.3f}-{rot.clip_v.max():.3f}; "
           f"{how}) in {time.time() - t0:.1f} s", file=sys.stderr)

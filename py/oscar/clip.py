@@ -181,18 +181,22 @@ def quantized(x, r: float):
 
 
 def stored(x, kv_type: str, r: float):
-    """A torch ``[T, H, D]`` tensor as the cache of type ``kv_type`` holds it: oscar2 clipped
-    at ``r`` (:func:`quantized`), any other type unclipped (llama.cpp clips only oscar2)."""
+    """A torch ``[T, H, D]`` tensor as the cache of type ``kv_type`` holds it: oscar2 and oscar2s
+    clipped at ``r`` (oscar2: :func:`quantized`), any other type unclipped (llama.cpp clips only
+    those two)."""
     import torch
     if kv_type == "oscar2":
         return quantized(x, r)
+    if kv_type == "oscar2s":
+        return torch.from_numpy(fake_as(clip_rows(x.numpy(), r), kv_type))
     return torch.from_numpy(fake_as(x.numpy(), kv_type))
 
 
 def type_error(sims: list[LayerSim], type_k: str, type_v: str, r_k: float, r_v: float) -> float:
     """Summed squared attention-output error of one layer with K stored as ``type_k`` and V as
-    ``type_v`` (oscar2 sides clipped at ``r_k``/``r_v``; oscar2 and oscar3 sides read beside the
-    16-bit windows, other types at every position, as llama.cpp keeps windows only beside those)."""
+    ``type_v`` (oscar2 and oscar2s sides clipped at ``r_k``/``r_v``; oscar2, oscar2s and oscar3
+    sides read beside the 16-bit windows, other types at every position, as llama.cpp keeps
+    windows only beside those)."""
     total = 0.0
     for s in sims:
         kq = None if type_k == "f16" else stored(s.k, type_k, r_k)

@@ -55,6 +55,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .quant import PLAN_TYPES
+
 OSCAR_VERSION = 1
 UINT32_MAX = 2**32 - 1
 #: the tool named in the temporary file of a write (``.OUT.gguf.oscar-convert-<pid>-<random>.part``)
@@ -63,8 +65,6 @@ ROT_K = "blk.{}.attn_k_oscar_rot"
 ROT_Q = "blk.{}.attn_q_oscar_rot"
 MEAN_K = "blk.{}.attn_k_oscar_mean"
 MEAN_V = "blk.{}.attn_v_oscar_mean"
-#: the cache types a precision plan may name (llama.cpp's llama_oscar_plan_type_ok)
-PLAN_TYPES = ("oscar2", "oscar3", "q4_0", "q8_0", "f16")
 ROT_V = "blk.{}.attn_v_oscar_rot"
 ATTN_TENSORS = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight")
 

@@ -19,8 +19,14 @@ beside K oscar2 a cell-at-a-time path; on the calibrated models raising V as wel
 most 7 % of KLD (docs/RESULTS.md). When that
 starting point is already over the budget (an iSWA model whose sliding layers hold much of the
 cache at 32k), sliding sides are first lowered to ``q4_0`` where the error grows least per bit
-saved, until the budget is met or every sliding side is ``q4_0``: the plan then says by its
-``bits`` that the budget could not be met.
+saved, until the budget is met or every sliding side is ``q4_0``. When every growing layer in
+oscar2 is still over the budget (below about 2.7 bits at 32k with the default windows), the
+growing layers start from ``oscar2s`` instead (:data:`LOW_TYPE`, 2.25 bits: oscar2's codes around
+zero, for the centred cache), K and V, and are raised from there, K along :data:`LOW_LADDER_K`
+and V to oscar2 (:data:`LOW_LADDER_V`); oscar2s has CPU kernels only, so such a plan serves
+CPUs (llama.cpp refuses it on a GPU, naming the fix). Where even that cannot meet the budget
+(or the rotation file has no oscar2s measurements), the plan says by its ``bits`` that the
+budget could not be met.
 """
 from __future__ import annotations
 
@@ -31,6 +37,11 @@ from . import kvmem
 #: raising order of a side's type, and the sides of a growing layer the plan raises
 LADDER = ("oscar2", "oscar3", "q4_0", "q8_0")
 RAISED_SIDES = ("k",)
+#: the growing layers' starting type when every layer in oscar2 is over the budget, and the
+#: raising orders of K and V from it
+LOW_TYPE = "oscar2s"
+LOW_LADDER_K = (LOW_TYPE,) + LADDER
+LOW_LADDER_V = (LOW_TYPE, "oscar2")
 #: the type of a layer whose cache a sliding window bounds, and the lowest it is taken to when
 #: the budget needs it (oscar2 would cost more: its window pool is nearly the whole window)
 SLIDING_TYPE = "q8_0"
@@ -38,6 +49,14 @@ SLIDING_LOWEST = "q4_0"
 #: the context a plan's budget is counted at, and the default budget
 BUDGET_CTX = 32768
 DEFAULT_BUDGET = 3.0
+
+
+def measured_pairs() -> list[tuple[str, str]]:
+    """The (K type, V type) pairs calibration measures each layer's error for: every pair of
+    :data:`LADDER` types, and those of the oscar2s start (K on :data:`LOW_LADDER_K`, V on
+    :data:`LOW_LADDER_V`)."""
+    pairs = [(a, b) for a in LADDER for b in LADDER]
+    return pairs + [(a, b) for a in LOW_LADDER_K for b in LOW_LADDER_V if (a, b) not in pairs]
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,8 @@ class Plan:
     bits: float              # bits per value at BUDGET_CTX
     rel_error: float         # summed per-layer relative attention-output error
     rel_error_oscar2: float  # the same with every growing layer in oscar2
+    base: str = "oscar2"     # the growing layers' starting type (LOW_TYPE under a tight budget)
+    low_measured: bool = True  # the errors held oscar2s pairs (False: a rotation file from before them)
 
     def as_meta(self, budget: float, layers: list[LayerShape] | None = None,
                 errors: list[dict[tuple[str, str], float]] | None = None) -> dict:
@@ -87,7 +108,8 @@ class Plan:
         was chosen from, so that :func:`replan` can choose again for another budget."""
         m = {"type_k": self.type_k, "type_v": self.type_v, "bits_per_value": round(self.bits, 4),
              "budget_bits": budget, "budget_ctx": BUDGET_CTX, "rel_error": self.rel_error,
-             "rel_error_all_oscar2": self.rel_error_oscar2}
+             "rel_error_all_oscar2": self.rel_error_oscar2, "base": self.base,
+             "low_measured": self.low_measured}
         if layers is not None and errors is not None:
             m["layers"] = [[lay.values_k, lay.values_v, lay.sliding_window] for lay in layers]
             m["errors"] = [{f"{a},{b}": float(e) for (a, b), e in t.items()} for t in errors]
@@ -100,8 +122,10 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
     layers' ``sides`` ("k", "v").
 
     errors[l][(type_k, type_v)]: layer l's relative attention-output error with those types
-    (every pair of :data:`LADDER` types; a sliding layer needs its q8_0/q4_0 pairs only when
-    the budget makes the plan lower it)."""
+    (:func:`measured_pairs`; a sliding layer needs its q8_0/q4_0 pairs only when the budget
+    makes the plan lower it, a growing layer its oscar2s pairs only when the budget is below
+    every growing layer in oscar2, and then both sides are raised from oscar2s whatever
+    ``sides`` says)."""
     if len(errors) != len(layers):
         raise ValueError(f"{len(errors)} error tables for {len(layers)} layers")
     tk = [SLIDING_TYPE if lay.sliding_window is not None else "oscar2" for lay in layers]
@@ -132,15 +156,22 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
         cur[i] = SLIDING_LOWEST
         cost = bits_per_value(layers, tk, tv, sink=sink, recent=recent)
     base = sum(err(i) for i in range(len(layers)))
+    growing = [i for i, lay in enumerate(layers) if lay.sliding_window is None]
+    start, ladder = "oscar2", {"k": LADDER, "v": LADDER}
+    low_measured = all((LOW_TYPE, LOW_TYPE) in errors[i] for i in growing)
+    if cost > budget and growing and low_measured:  # every growing layer in oscar2 is over the budget
+        start, ladder, sides = LOW_TYPE, {"k": LOW_LADDER_K, "v": LOW_LADDER_V}, ("k", "v")
+        for i in growing:
+            tk[i] = tv[i] = LOW_TYPE
+        cost = bits_per_value(layers, tk, tv, sink=sink, recent=recent)
     while True:
         best = None
-        for i, lay in enumerate(layers):
-            if lay.sliding_window is not None:
-                continue
+        for i in growing:
             for side in sides:
                 cur = tk if side == "k" else tv
                 old = cur[i]
-                for t in LADDER[LADDER.index(old) + 1:]:
+                steps = ladder[side]
+                for t in steps[steps.index(old) + 1:]:
                     if (t if side == "k" else tk[i], t if side == "v" else tv[i]) not in errors[i]:
                         continue  # not measured (a rotation file from before oscar3)
                     cur[i] = t
@@ -156,7 +187,7 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
             break
         _, i, side, t, cost = best
         (tk if side == "k" else tv)[i] = t
-    return Plan(tk, tv, cost, sum(err(i) for i in range(len(layers))), base)
+    return Plan(tk, tv, cost, sum(err(i) for i in range(len(layers))), base, start, low_measured)
 
 
 def uniform(n_layer: int, kv_type: str = "oscar2") -> tuple[list[str], list[str]]:

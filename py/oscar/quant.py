@@ -200,8 +200,9 @@ def dequantize_oscar2s(blocks: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- other cache types
 
-#: the cache types a precision plan chooses between (llama.cpp names), cheapest first
-PLAN_TYPES = ("oscar2", "oscar3", "q4_0", "q8_0", "f16")
+#: the cache types a precision plan may name, cheapest first (llama.cpp's names and its
+#: llama_oscar_plan_type_ok)
+PLAN_TYPES = ("oscar2s", "oscar2", "oscar3", "q4_0", "q8_0", "f16")
 
 
 def fake_q8_0(x: np.ndarray) -> np.ndarray:
@@ -246,4 +247,4 @@ def fake_as(x: np.ndarray, kv_type: str) -> np.ndarray:
         return fake_q4_0(x)
     if kv_type == "f16":
         return np.asarray(x, dtype=np.float32).astype(np.float16).astype(np.float32)
-    raise ValueError(f"cache type '{kv_type}': known are {', '.join(PLAN_TYPES + ('oscar2s',))}")
+    raise ValueError(f"cache type '{kv_type}': known are {', '.join(PLAN_TYPES)}")

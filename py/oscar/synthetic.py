@@ -69,7 +69,7 @@ def random_key_weightings(n: int, d: int, rng: np.random.Generator) -> np.ndarra
 def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0, oscar: bool = False,
           fold_v: bool = False, centre: bool = False, k_q4_0_layers: tuple[int, ...] = (),
           k_q8_0_layers: tuple[int, ...] = (), key_weighting: bool = False,
-          k_oscar3_layers: tuple[int, ...] = ()) -> Path:
+          k_oscar3_layers: tuple[int, ...] = (), oscar2s_layers: tuple[int, ...] = ()) -> Path:
     """Write a llama-architecture GGUF with geometry ``g`` and random weights.
 
     weight_type: ``f32``, ``f16``, ``q8_0`` or ``q4_0`` for the matrices (quantised with
@@ -89,6 +89,8 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     k_q4_0_layers, k_q8_0_layers, k_oscar3_layers (with oscar): a precision plan,
     ``oscar.cache_type_k`` naming q4_0 (q8_0, oscar3) for these layers and oscar2 for the others
     (V oscar2 everywhere), the shape of the zoo's plans at 3.0 bits per value.
+    oscar2s_layers (with oscar): these layers' V, and K where no other list names the layer, in
+    oscar2s, the shape of a plan under 2.7 bits per value.
     key_weighting (with oscar): keys take ``W R`` and queries ``W⁻¹ R``
     (``blk.N.attn_q_oscar_rot``) with a random symmetric positive definite W per layer, as a
     calibration with its key weighting writes them.
@@ -103,12 +105,15 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
                 raise ValueError(f"layer {il} is named by both --k-{k_types[il]}-layers and --k-{t}-layers; "
                                  "a layer's K has one type")
             k_types[il] = t
-    if (centre or k_types or key_weighting) and not oscar:
-        raise ValueError("--centre, --key-weighting and --k-q4_0-layers/--k-q8_0-layers/--k-oscar3-layers need --oscar "
-                         "(they belong to a converted model)")
+    if (centre or k_types or key_weighting or oscar2s_layers) and not oscar:
+        raise ValueError("--centre, --key-weighting and --k-q4_0-layers/--k-q8_0-layers/--k-oscar3-layers/--oscar2s-layers "
+                         "need --oscar (they belong to a converted model)")
     bad = [il for il in k_types if not 0 <= il < g.n_layer]
     if bad:
         raise ValueError(f"--k-{k_types[bad[0]]}-layers names layer {bad[0]}; the model has layers 0..{g.n_layer - 1}")
+    bad = [il for il in oscar2s_layers if not 0 <= il < g.n_layer]
+    if bad:
+        raise ValueError(f"--oscar2s-layers names layer {bad[0]}; the model has layers 0..{g.n_layer - 1}")
     import gguf
 
     path = Path(path)
@@ -156,9 +161,10 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
             r_k, r_q = weighted_rotations(wk, rots[0::2].astype(np.float64))
             rots[0::2] = r_k.astype(np.float32)
             rot_q = r_q.astype(np.float32)
-        if k_types:
-            w.add_array("oscar.cache_type_k", [k_types.get(il, "oscar2") for il in range(g.n_layer)])
-            w.add_array("oscar.cache_type_v", ["oscar2"] * g.n_layer)
+        if k_types or oscar2s_layers:
+            low = set(oscar2s_layers)
+            w.add_array("oscar.cache_type_k", [k_types.get(il, "oscar2s" if il in low else "oscar2") for il in range(g.n_layer)])
+            w.add_array("oscar.cache_type_v", ["oscar2s" if il in low else "oscar2" for il in range(g.n_layer)])
         means = (np.random.default_rng(seed + 2).standard_normal((2 * g.n_layer, g.n_head_kv, g.head_dim))
                  .astype(np.float32) * 0.5 if centre else None)
 
@@ -247,13 +253,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --oscar: the same for K in q8_0 (a layer named by none of these keeps K in oscar2)")
     ap.add_argument("--k-oscar3-layers", metavar="L,L,...", default="",
                     help="with --oscar: the same for K in oscar3 (3-bit keys)")
+    ap.add_argument("--oscar2s-layers", metavar="L,L,...", default="",
+                    help="with --oscar: these layers' V, and K where no --k-*-layers names the layer, in oscar2s (2.25 "
+                         "bits), as a plan under 2.7 bits per value stores them")
     a = ap.parse_args(argv)
     if a.fold_v and not a.oscar:
         print("oscar-synth: error: --fold-v needs --oscar (a folded V rotation belongs to a converted model)", file=sys.stderr)
         return 1
     layer_lists = {}
     for opt, val in (("--k-q4_0-layers", a.k_q4_0_layers), ("--k-q8_0-layers", a.k_q8_0_layers),
-                     ("--k-oscar3-layers", a.k_oscar3_layers)):
+                     ("--k-oscar3-layers", a.k_oscar3_layers), ("--oscar2s-layers", a.oscar2s_layers)):
         try:
             layer_lists[opt] = tuple(sorted({int(x) for x in val.split(",") if x.strip()}))
         except ValueError:
@@ -276,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         write(out, g, a.weights, a.seed, oscar=a.oscar, fold_v=a.fold_v, centre=a.centre,
               k_q4_0_layers=layer_lists["--k-q4_0-layers"], k_q8_0_layers=layer_lists["--k-q8_0-layers"],
-              key_weighting=a.key_weighting, k_oscar3_layers=layer_lists["--k-oscar3-layers"])
+              key_weighting=a.key_weighting, k_oscar3_layers=layer_lists["--k-oscar3-layers"],
+              oscar2s_layers=layer_lists["--oscar2s-layers"])
     except ValueError as e:  # options that do not fit the geometry, refused before anything is written
         out.unlink(missing_ok=True)
         print(f"oscar-synth: error: {e}", file=sys.stderr)
@@ -285,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         out.unlink(missing_ok=True)  # never leave a truncated model behind
         raise
     print(f"oscar-synth: wrote {out} ({a.geometry}: {g.n_layer} layers, {g.n_head}/{g.n_head_kv} heads, "
-          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}{', centred' if a.centre else ''}{', keys weighted' if a.key_weighting else ''}{f', K q4_0 in layers {a.k_q4_0_layers}' if layer_lists['--k-q4_0-layers'] else ''}{f', K q8_0 in layers {a.k_q8_0_layers}' if layer_lists['--k-q8_0-layers'] else ''}{f', K oscar3 in layers {a.k_oscar3_layers}' if layer_lists['--k-oscar3-layers'] else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
+          f"head_dim {g.head_dim}, {a.weights} weights{', OSCAR rotations' if a.oscar else ''}{' (V folded)' if a.fold_v else ''}{', centred' if a.centre else ''}{', keys weighted' if a.key_weighting else ''}{f', K q4_0 in layers {a.k_q4_0_layers}' if layer_lists['--k-q4_0-layers'] else ''}{f', K q8_0 in layers {a.k_q8_0_layers}' if layer_lists['--k-q8_0-layers'] else ''}{f', K oscar3 in layers {a.k_oscar3_layers}' if layer_lists['--k-oscar3-layers'] else ''}{f', oscar2s in layers {a.oscar2s_layers}' if layer_lists['--oscar2s-layers'] else ''}, ctx {g.n_ctx}, {out.stat().st_size / 2**20:.0f} MiB) "
           f"in {time.time() - t0:.1f} s", file=sys.stderr)
     return 0
 
