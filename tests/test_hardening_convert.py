@@ -789,3 +789,41 @@ def test_sigterm_during_hf_conversion(tmp_path):
     assert list(outdir.iterdir()) == []
     child = int(pid_file.read_text())
     assert not atomic.pid_alive(child) or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+
+
+# ----------------------------------------------------------------------------- plans for another budget
+
+def _plan_meta(shape, with_low: bool) -> dict:
+    """A rotation file's meta.plan as calibration writes it (3.0 bits), with error tables in which
+    each higher type halves a side's error; ``with_low``: the oscar2s pairs measured too."""
+    from oscar import plan
+    e = {"oscar2s": 0.013, "oscar2": 0.01, "oscar3": 0.005, "q4_0": 0.0025, "q8_0": 0.001}
+    pairs = [p for p in plan.measured_pairs() if with_low or "oscar2s" not in p]
+    tables = [{p: e[p[0]] + e[p[1]] / 4 for p in pairs} for _ in range(shape.n_layer)]
+    v = shape.n_head_kv * shape.head_dim
+    lay = [plan.LayerShape(v, v, None) for _ in range(shape.n_layer)]
+    return plan.choose(lay, tables, 3.0).as_meta(3.0, lay, tables)
+
+
+def test_kv_bits_under_every_layer_in_oscar2(model, shape, tmp_path, capsys):
+    """--kv-bits 2.5 from a rotation file plans again without calibrating: with the oscar2s
+    measurements the growing layers start from oscar2s (the GGUF names it, and the converter
+    says it runs on the CPU only); without them the plan stays every layer in oscar2, over the
+    budget, and the warning names the fix."""
+    f = tmp_path / "rot.npz"
+    rotations_for(shape, meta={"plan": _plan_meta(shape, True)}).save(f)
+    out = tmp_path / "out.gguf"
+    rc, err = run_convert([str(model), "--rotations", str(f), "--kv-bits", "2.5", "-o", str(out)], capsys)
+    assert rc == 0, err
+    fields = gguf.GGUFReader(str(out)).fields
+    tk, tv = fields["oscar.cache_type_k"].contents(), fields["oscar.cache_type_v"].contents()
+    assert "oscar2s" in tk and set(tv) == {"oscar2s"}, (tk, tv)
+    assert "runs on the CPU only" in err and "plan: oscar2s for K in" in err, err
+    f2 = tmp_path / "old.npz"
+    rotations_for(shape, meta={"plan": _plan_meta(shape, False)}).save(f2)
+    out2 = tmp_path / "out2.gguf"
+    rc, err = run_convert([str(model), "--rotations", str(f2), "--kv-bits", "2.5", "-o", str(out2)], capsys)
+    assert rc == 0, err
+    fields = gguf.GGUFReader(str(out2)).fields
+    assert fields["oscar.cache_type_k"].contents() == ["oscar2"] * shape.n_layer
+    assert "over its budget of 2.5" in err and "recalibrate (--rotations calibrate --kv-bits 2.5)" in err, err
