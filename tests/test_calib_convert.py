@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from oscar import cli, gguf_io, zoo
+from oscar import cli, gguf_io, plan, zoo
 from oscar.rotation import hadamard, orthogonality_error, pair_error
 
 gguf = pytest.importorskip("gguf")
@@ -79,6 +79,16 @@ def test_convert_zoo(smollm2, tmp_path, capsys):
     # the zoo rotations are calibrated ones, not the plain Hadamard
     rk = np.asarray([t for t in r.tensors if t.name == "blk.5.attn_k_oscar_rot"][0].data)
     assert np.abs(rk - hadamard(64)).max() > 0.1
+    # the entry's tables hold the oscar2s pairs: a 2.5-bit budget plans from oscar2s without
+    # calibrating, within the budget by kvmem's count of the whole cache at 32k
+    out25 = tmp_path / "smol-zoo25.gguf"
+    assert cli.convert_main(["smollm2-135m", "--rotations", "zoo", "--kv-bits", "2.5", "-o", str(out25), "-q"]) == 0
+    assert "plan: oscar2s for K in" in capsys.readouterr().err
+    f = gguf.GGUFReader(str(out25)).fields
+    tk, tv = f["oscar.cache_type_k"].contents(), f["oscar.cache_type_v"].contents()
+    assert tk.count("oscar2s") > 20 and tv.count("oscar2s") > 20, (tk, tv)
+    lay = [plan.LayerShape(3 * 64, 3 * 64, None)] * 30
+    assert 2.44 < plan.bits_per_value(lay, tk, tv, sink=64, recent=256) <= 2.5
 
 
 def test_convert_calibrate_small(smollm2, tmp_path, capsys):
