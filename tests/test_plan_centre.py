@@ -141,7 +141,7 @@ def test_plan_starts_from_oscar2s_under_every_layer_in_oscar2():
     assert all2 - all2s == pytest.approx(0.25)
     tab = low_tables(8, 5)
     p = plan.choose(lay, tab, budget=2.5)
-    assert p.base == "oscar2s" and p.bits <= 2.5 and p.bits > all2s
+    assert p.base == "oscar2s" and p.bits <= 2.5 and p.bits > all2s and p.bits_oscar2 == pytest.approx(all2)
     assert p.type_k[5] != "oscar2s", p.type_k  # the collapsing key raised first
     assert set(p.type_k) <= set(plan.LOW_LADDER_K) and set(p.type_v) <= set(plan.LOW_LADDER_V)
     assert plan.bits_per_value(lay, p.type_k, p.type_v) == pytest.approx(p.bits)

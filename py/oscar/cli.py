@@ -388,8 +388,9 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                   f"{plan.get('bits_per_value', float('nan')):.2f} bits/value at 32k")
         if base == "oscar2s":
             print("oscar-convert: note: the plan stores layers in oscar2s (2.25 bits), which llama.cpp runs on "
-                  "the CPU only (a GPU refuses it; -nkvo keeps the cache on the CPU); a budget of 2.7 bits or more "
-                  "keeps every layer on oscar2 and above", file=sys.stderr)
+                  "the CPU only (a GPU refuses it; -nkvo keeps the cache on the CPU); a budget of "
+                  f"{plan.get('bits_all_oscar2', 2.69):.2f} bits or more keeps every layer on oscar2 and above",
+                  file=sys.stderr)
         if plan.get("bits_per_value", 0) > plan.get("budget_bits", float("inf")) + 1e-9:
             if base == "oscar2" and any(t == "oscar2" for t in plan["type_k"]) and not plan.get("low_measured", True):
                 why = ("every growing layer is oscar2, and the rotation file holds no measurements of oscar2s (2.25 "

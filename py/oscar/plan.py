@@ -101,6 +101,7 @@ class Plan:
     rel_error_oscar2: float  # the same with every growing layer in oscar2
     base: str = "oscar2"     # the growing layers' starting type (LOW_TYPE under a tight budget)
     low_measured: bool = True  # the errors held oscar2s pairs (False: a rotation file from before them)
+    bits_oscar2: float = 0.0   # bits per value of the oscar2 start (every growing layer in oscar2)
 
     def as_meta(self, budget: float, layers: list[LayerShape] | None = None,
                 errors: list[dict[tuple[str, str], float]] | None = None) -> dict:
@@ -109,7 +110,7 @@ class Plan:
         m = {"type_k": self.type_k, "type_v": self.type_v, "bits_per_value": round(self.bits, 4),
              "budget_bits": budget, "budget_ctx": BUDGET_CTX, "rel_error": self.rel_error,
              "rel_error_all_oscar2": self.rel_error_oscar2, "base": self.base,
-             "low_measured": self.low_measured}
+             "low_measured": self.low_measured, "bits_all_oscar2": round(self.bits_oscar2, 4)}
         if layers is not None and errors is not None:
             m["layers"] = [[lay.values_k, lay.values_v, lay.sliding_window] for lay in layers]
             m["errors"] = [{f"{a},{b}": float(e) for (a, b), e in t.items()} for t in errors]
@@ -159,6 +160,7 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
     growing = [i for i, lay in enumerate(layers) if lay.sliding_window is None]
     start, ladder = "oscar2", {"k": LADDER, "v": LADDER}
     low_measured = all((LOW_TYPE, LOW_TYPE) in errors[i] for i in growing)
+    cost_oscar2 = cost
     if cost > budget and growing and low_measured:  # every growing layer in oscar2 is over the budget
         start, ladder, sides = LOW_TYPE, {"k": LOW_LADDER_K, "v": LOW_LADDER_V}, ("k", "v")
         for i in growing:
@@ -187,7 +189,7 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
             break
         _, i, side, t, cost = best
         (tk if side == "k" else tv)[i] = t
-    return Plan(tk, tv, cost, sum(err(i) for i in range(len(layers))), base, start, low_measured)
+    return Plan(tk, tv, cost, sum(err(i) for i in range(len(layers))), base, start, low_measured, cost_oscar2)
 
 
 def uniform(n_layer: int, kv_type: str = "oscar2") -> tuple[list[str], list[str]]:
