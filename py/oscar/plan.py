@@ -156,7 +156,7 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
         _, i, cur = best
         cur[i] = SLIDING_LOWEST
         cost = bits_per_value(layers, tk, tv, sink=sink, recent=recent)
-    base = sum(err(i) for i in range(len(layers)))
+    err_oscar2 = sum(err(i) for i in range(len(layers)))
     growing = [i for i, lay in enumerate(layers) if lay.sliding_window is None]
     start, ladder = "oscar2", {"k": LADDER, "v": LADDER}
     low_measured = all((LOW_TYPE, LOW_TYPE) in errors[i] for i in growing)
@@ -189,7 +189,7 @@ def choose(layers: list[LayerShape], errors: list[dict[tuple[str, str], float]],
             break
         _, i, side, t, cost = best
         (tk if side == "k" else tv)[i] = t
-    return Plan(tk, tv, cost, sum(err(i) for i in range(len(layers))), base, start, low_measured, cost_oscar2)
+    return Plan(tk, tv, cost, sum(err(i) for i in range(len(layers))), err_oscar2, start, low_measured, cost_oscar2)
 
 
 def uniform(n_layer: int, kv_type: str = "oscar2") -> tuple[list[str], list[str]]:
