@@ -295,6 +295,17 @@ def test_synth_fold_v(tmp_path, capsys):
     assert "--fold-v needs --oscar" in capsys.readouterr().err
 
 
+def _decode_log(model, capfd) -> str:
+    """Decode a sentence through the bindings on ``model`` under -ctk/-ctv oscar2 (small windows,
+    so that the 2-bit tier is read); the logits must be finite. Returns llama.cpp's log."""
+    capfd.readouterr()
+    llm = oscar.load(model, kv="oscar2", n_ctx=256, kv_sink=4, kv_recent=8, logits_all=True, verbose=True)
+    llm.eval(llm.tokenize(b"the quick brown fox jumps over the lazy dog"))
+    assert np.isfinite(np.array(llm.scores[: llm.n_tokens])).all()
+    del llm
+    return capfd.readouterr().err
+
+
 def test_synth_centre_and_plan(tmp_path, capfd):
     """--centre and --k-q4_0-layers write what a calibrated conversion with a plan carries: a
     finite (Hkv, D) mean per layer and side, which llama.cpp applies to an oscar2 cache only
@@ -344,13 +355,8 @@ def test_synth_centre_and_plan(tmp_path, capfd):
     # 3-bit keys: llama.cpp stores them as its plan says and decodes through them
     k3 = tmp_path / "k3.gguf"
     assert synthetic.main(common + ["--k-oscar3-layers", "0", "-o", str(k3)]) == 0
-    capfd.readouterr()
-    llm = oscar.load(k3, kv="oscar2", n_ctx=256, kv_sink=4, kv_recent=8, logits_all=True, verbose=True)
-    llm.eval(llm.tokenize(b"the quick brown fox jumps over the lazy dog"))
-    assert np.isfinite(np.array(llm.scores[: llm.n_tokens])).all()
-    err = capfd.readouterr().err
+    err = _decode_log(k3, capfd)
     assert "K oscar3 in 1 of 2 layers" in err, err[-2000:]
-    del llm
     assert synthetic.main(common + ["--k-oscar3-layers", "0", "--k-q8_0-layers", "0", "-o", str(tmp_path / "w.gguf")]) == 1
     assert not (tmp_path / "w.gguf").exists()
     # a plan under 2.7 bits: oscar2s sides, a raised key beside an oscar2s value
@@ -359,13 +365,8 @@ def test_synth_centre_and_plan(tmp_path, capfd):
     kinds = {k: gguf.GGUFReader(str(low)).fields[f"oscar.cache_type_{k}"] for k in "kv"}
     assert {k: [str(bytes(f.parts[i]), "utf-8") for i in f.data] for k, f in kinds.items()} == \
         {"k": ["oscar2s", "oscar3"], "v": ["oscar2s", "oscar2s"]}
-    capfd.readouterr()
-    llm = oscar.load(low, kv="oscar2", n_ctx=256, kv_sink=4, kv_recent=8, logits_all=True, verbose=True)
-    llm.eval(llm.tokenize(b"the quick brown fox jumps over the lazy dog"))
-    assert np.isfinite(np.array(llm.scores[: llm.n_tokens])).all()
-    err = capfd.readouterr().err
+    err = _decode_log(low, capfd)
     assert "precision plan: oscar2s for K in 1 and V in 2 of 2 layers, K oscar3 in 1 of 2 layers" in err, err[-2000:]
-    del llm
     assert synthetic.main(["tiny-hd64", "--oscar", "--oscar2s-layers", "2", "-o", str(tmp_path / "u.gguf")]) == 1
     assert not (tmp_path / "u.gguf").exists()
 

@@ -810,21 +810,19 @@ def test_kv_bits_under_every_layer_in_oscar2(model, shape, tmp_path, capsys):
     measurements the growing layers start from oscar2s (the GGUF names it, and the converter
     says it runs on the CPU only); without them the plan stays every layer in oscar2, over the
     budget, and the warning names the fix."""
-    f = tmp_path / "rot.npz"
-    rotations_for(shape, meta={"plan": _plan_meta(shape, True)}).save(f)
-    out = tmp_path / "out.gguf"
-    rc, err = run_convert([str(model), "--rotations", str(f), "--kv-bits", "2.5", "-o", str(out)], capsys)
-    assert rc == 0, err
-    fields = gguf.GGUFReader(str(out)).fields
+    def convert_at_2_5(with_low: bool) -> tuple[dict, str]:
+        f = tmp_path / f"rot-{with_low}.npz"
+        rotations_for(shape, meta={"plan": _plan_meta(shape, with_low)}).save(f)
+        out = tmp_path / f"out-{with_low}.gguf"
+        rc, err = run_convert([str(model), "--rotations", str(f), "--kv-bits", "2.5", "-o", str(out)], capsys)
+        assert rc == 0, err
+        return gguf.GGUFReader(str(out)).fields, err
+
+    fields, err = convert_at_2_5(True)
     tk, tv = fields["oscar.cache_type_k"].contents(), fields["oscar.cache_type_v"].contents()
     assert "oscar2s" in tk and set(tv) == {"oscar2s"}, (tk, tv)
     assert "runs on the CPU only" in err and "plan: oscar2s for K in" in err, err
     assert "a budget of 2.69 bits or more keeps every layer on oscar2" in err, err  # tiny-hd64, windows 64/256
-    f2 = tmp_path / "old.npz"
-    rotations_for(shape, meta={"plan": _plan_meta(shape, False)}).save(f2)
-    out2 = tmp_path / "out2.gguf"
-    rc, err = run_convert([str(model), "--rotations", str(f2), "--kv-bits", "2.5", "-o", str(out2)], capsys)
-    assert rc == 0, err
-    fields = gguf.GGUFReader(str(out2)).fields
+    fields, err = convert_at_2_5(False)
     assert fields["oscar.cache_type_k"].contents() == ["oscar2"] * shape.n_layer
     assert "over its budget of 2.5" in err and "recalibrate (--rotations calibrate --kv-bits 2.5)" in err, err
