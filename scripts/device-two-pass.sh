@@ -10,8 +10,12 @@
 #      contiguous at 64k beside f16: ROUNDS rounds (default 2), the two schedules alternating
 #   4. Nsight Compute of both at 64k cells (time, DRAM bytes and throughput, instructions, issue
 #      rate, registers, warps), where ncu is on PATH
-# Results under $OUT (perf.txt, test-*.txt, ncu-*.csv).
-#   scripts/device-two-pass.sh
+#   model (given as the argument, instead of 2-4): llama-bench decode of a synthetic Qwen3-8B
+#      (q4_0 weights, random OSCAR rotations: a converted model's path) at depths DEPTHS (default
+#      65536,131072), f16 and oscar2 with each schedule, ROUNDS rounds alternating
+# Results under $OUT (perf.txt, test-*.txt, ncu-*.csv, decode.txt).
+#   scripts/device-two-pass.sh          (about 6 minutes on an H100: build, test, perf, ncu)
+#   scripts/device-two-pass.sh model    (about 8 minutes)
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -22,8 +26,13 @@ export SRC_TAR=${SRC_TAR:-.device/llama-src.tar.xz}
 log() { echo "[$(date +%T) +$(( $(date +%s) - T0 ))s] $*"; }
 strip() { sed -E 's/\x1b\[[0-9;]*m//g; s/ +/ /g'; }
 
+MODE=${1:-op}
 log build
-BUILD_TARGETS=${BUILD_TARGETS:-test-backend-ops} bash scripts/device-cuda.sh build 2>&1 | tail -2
+if [ "$MODE" = model ]; then
+    BUILD_TARGETS="test-backend-ops llama-bench" bash scripts/device-cuda.sh build 2>&1 | tail -2
+else
+    BUILD_TARGETS=${BUILD_TARGETS:-test-backend-ops} bash scripts/device-cuda.sh build 2>&1 | tail -2
+fi
 B=${CUDA_BUILD_DIR:-build-cuda}/bin
 for lib in libcublas.so.13 libcudart.so.13; do
     d=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
@@ -32,6 +41,23 @@ done
 export LD_LIBRARY_PATH=$PWD/$B${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -x "$B/test-backend-ops" ] || { log "no test-backend-ops in $B"; exit 1; }
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
+
+if [ "$MODE" = model ]; then
+    SYN=/tmp/qwen3-8b-geometry-q4_0-oscar.gguf
+    log "synth: $SYN"
+    [ -f "$SYN" ] || PYTHONPATH=build-cuda-src/gguf-py:py python3 -m oscar.synthetic qwen3-8b -o "$SYN" --weights q4_0 --oscar 2>&1 | tail -1
+    log "decode (llama-bench -p 0 -n 32 -r 1 -ub 2048 -d ${DEPTHS:-65536,131072})"
+    for r in $(seq "${ROUNDS:-2}"); do
+        for cfg in "f16 0" "oscar2 1" "oscar2 0"; do
+            set -- $cfg
+            GGML_CUDA_OSCAR2_TWO_PASS=$2 timeout 240 "$B/llama-bench" -m "$SYN" -ngl 99 -fa 1 -ctk $1 -ctv $1 -p 0 -n 32 -r 1 -ub 2048 \
+                -d "${DEPTHS:-65536,131072}" -o csv 2>/dev/null | tail -n +2 \
+                | awk -F, -v c="round $r $1 two_pass=$2" '{printf "%s: d%s %s tok/s\n", c, $(NF-5), $(NF-1)}' | tr -d '"' | tee -a "$OUT/decode.txt"
+        done
+    done
+    log done
+    exit 0
+fi
 
 log "test"
 for ch in 0 1024 160; do
