@@ -120,7 +120,7 @@ step_test() {
         grep -E "tests passed|FAIL" "$OUT/test-FLASH_ATTN_EXT-chunk$chunk.log" | head -20 | sed "s/^/chunk $chunk /"
     done
     # the two-pass decode schedule (GGML_CUDA_OSCAR2_TWO_PASS=1), at the grid's chunks and at 1024 cells
-    # (two spans per block: the rescaling between spans) and 160 (partial tiles, one span)
+    # (four spans of 256 cells per block: the rescaling between spans) and 160 (partial tiles, one span)
     for chunk in 0 1024 160; do
         GGML_CUDA_OSCAR2_TWO_PASS=1 GGML_CUDA_OSCAR2_CHUNK=$chunk "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p "oscar[23]" \
             > "$OUT/test-FLASH_ATTN_EXT-two-pass-chunk$chunk.log" 2>&1 || rc=1
