@@ -119,13 +119,6 @@ step_test() {
         GGML_CUDA_OSCAR2_CHUNK=$chunk "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p "oscar[23]" > "$OUT/test-FLASH_ATTN_EXT-chunk$chunk.log" 2>&1 || rc=1
         grep -E "tests passed|FAIL" "$OUT/test-FLASH_ATTN_EXT-chunk$chunk.log" | head -20 | sed "s/^/chunk $chunk /"
     done
-    # the two-pass decode schedule (GGML_CUDA_OSCAR2_TWO_PASS=1), at the grid's chunks and at 1024 cells
-    # (four spans of 256 cells per block: the rescaling between spans) and 160 (partial tiles, one span)
-    for chunk in 0 1024 160; do
-        GGML_CUDA_OSCAR2_TWO_PASS=1 GGML_CUDA_OSCAR2_CHUNK=$chunk "$BIN/test-backend-ops" test -b CUDA0 -o FLASH_ATTN_EXT -p "oscar[23]" \
-            > "$OUT/test-FLASH_ATTN_EXT-two-pass-chunk$chunk.log" 2>&1 || rc=1
-        grep -E "tests passed|FAIL" "$OUT/test-FLASH_ATTN_EXT-two-pass-chunk$chunk.log" | head -20 | sed "s/^/two-pass chunk $chunk /"
-    done
     # the one-kernel rotations (GGML_HINT_SRC0_IS_ROTATION, rot.cu) and their grouped launches
     # (a layer's rotations in one k_rot launch, the RoPE of Q and K inside it), also with every
     # group through the read-then-write launch (GGML_CUDA_ROT_SYNC=1)
