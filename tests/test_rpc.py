@@ -79,3 +79,29 @@ def test_perplexity_over_two_rpc_servers_equals_local(bin_dir, smollm2_oscar, wi
     assert "WARNING: oscar2 KV cache" not in log
     # llama-perplexity prints four decimals
     assert round(remote.ppl, 4) == round(local.ppl, 4), (local.ppl, remote.ppl)
+
+
+@pytest.mark.parametrize("nkvo", [True, False], ids=["cache-on-host", "cache-on-device"])
+def test_attention_on_another_backend_than_its_layer(bin_dir, smollm2_oscar, wiki_slice, tmp_path, nkvo):
+    """A layer on one device whose attention runs on another: the cache kept in host memory
+    (-nkvo), or a device that lacks the attention kernel (GGML_RPC_REFUSE_OPS=FLASH_ATTN_EXT makes
+    the RPC device refuse it, as a device without kernels for a head size does). The zoo model is
+    centred, so mu_V is added to the attention output on the layer's device: that sum must not be
+    an in-place view of the other backend's memory (the server then wrote through a null pointer).
+    Perplexity must be the local run's."""
+    kv = pp.KVConfig("oscar2s", "oscar2s")
+    local = pp.run(smollm2_oscar, wiki_slice, kv, ctx=CTX, chunks=CHUNKS, threads=1, extra=[*WINDOWS, *LOG])
+    refused = pp.KVConfig("oscar2s", "oscar2s", env={"GGML_RPC_REFUSE_OPS": "FLASH_ATTN_EXT"})
+    with rpc_server(bin_dir, tmp_path / "rpc0.log") as a:
+        remote = pp.run(smollm2_oscar, wiki_slice, refused, ctx=CTX, chunks=CHUNKS, threads=1,
+                        extra=[*WINDOWS, *LOG, "--rpc", a, "-ngl", "99", *(["-nkvo"] if nkvo else [])])
+    log = remote.log
+    print(f"oscar2s perplexity local {local.ppl:.4f}, layers on an rpc-server, attention here "
+          f"({'-nkvo' if nkvo else 'kernel refused'}) {remote.ppl:.4f}")
+    assert re.search(r"RPC\d+\[" + re.escape(a) + r"\] model buffer size = +[1-9]", log), log[-3000:]
+    if nkvo:
+        assert "oscar2 KV cache kept on the CPU (-nkvo" in log and "WARNING: oscar2 KV cache" not in log
+    else:
+        assert re.search(r"RPC\d+\[" + re.escape(a) + r"\].*KV buffer size = +[1-9]", log), log[-3000:]
+        assert "WARNING: oscar2 KV cache: flash attention of 30 of 30 layers does not run where the layer runs" in log
+    assert round(remote.ppl, 4) == round(local.ppl, 4), (local.ppl, remote.ppl)
