@@ -5,7 +5,7 @@
 # Needs nvcc (CUDA 13 here), pip (for the cuBLAS wheel), gcc, cmake and ninja. The first build
 # takes about 25 min on 2 cores; after a kernel change it rebuilds in under a minute.
 # Then, on the GPU machine (carry .dB):
-#   BIN_TAR=.dB/bin.tar.xz SRC_TAR=.dB/gguf-py.tar.xz scripts/device-cuda.sh build test perf bench
+#   BIN_TAR=.dB/bin.tar.xz SRC_TAR=.dB/gguf-py.tar.xz lab/device/device-cuda.sh build test perf bench
 # Environment: CUDA_ARCH (default 90), BUILD_DIR (default build-cuda-local), CUBLAS_DIR (where
 # the cuBLAS wheel is unpacked, default /tmp/oscar-cublas), OUT_DIR (default .dB); CONFIGURE_ONLY=1
 # stops after the configure (the compile commands that scripts/cuda-arch-check.sh reads).

@@ -8,7 +8,7 @@
 // pools' per-stream views are copied with the buffers). The destination first holds other
 // tokens, removed before the copy, so that slots left over from them would show too.
 //
-// Build against a llama.cpp build (what scripts/device-cuda.sh does on the device):
+// Build against a llama.cpp build (what lab/device/device-cuda.sh does on the device):
 //   g++ -O2 -std=c++17 scripts/seq-copy-check.cpp -Illama.cpp/include -Illama.cpp/ggml/include \
 //       -L$BLD/bin -lllama -Wl,-rpath,$BLD/bin -o seq-copy-check
 // Usage: seq-copy-check MODEL TYPE [n_prompt=600] [n_gpu_layers=99] [unified=0]

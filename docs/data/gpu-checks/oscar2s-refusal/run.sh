@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a GPU machine, after scripts/device-cuda.sh build (llama-perplexity, test-backend-ops): oscar2s
+# On a GPU machine, after lab/device/device-cuda.sh build (llama-perplexity, test-backend-ops): oscar2s
 # refused by CUDA supports_op, and llama.cpp refusing an oscar2s cache on the GPU (asked for, and
 # named by a plan), with the -nkvo, -ngl 0 and --kv-plan off fixes run (results under $OUT)
 T0=$(date +%s)

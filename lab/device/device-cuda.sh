@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build, check and measure the CUDA backend on a GPU machine, in one call.
 #
-# The GPU machine cannot fetch anything: scripts/device-pack.sh packs the patched
+# The GPU machine cannot fetch anything: lab/device/device-pack.sh packs the patched
 # llama.cpp source into .device/llama-src.tar.xz; .device/ also holds the evaluation
 # text (wiki.test.raw) and a converted SmolLM2 (smollm2-oscar-zoo.gguf). Steps:
 #   build    CUDA build (sm_$CUDA_ARCH, default 90) of test-backend-ops and the tools
@@ -23,9 +23,9 @@
 #            llama-perplexity (equal results), with the start-up line on where attention runs;
 #            says so and skips on a one-GPU machine
 #   run      (alone, first) run PROGRAM [ARGS...] from $BIN with the right LD_LIBRARY_PATH:
-#            CUDA_BUILD_DIR=/tmp/new scripts/device-cuda.sh run llama-bench -m ... (for scripts
-#            that time several builds side by side, such as scripts/device-ab.sh)
-# Usage: scripts/device-cuda.sh build test ppl bench batched    (results under $OUT)
+#            CUDA_BUILD_DIR=/tmp/new lab/device/device-cuda.sh run llama-bench -m ... (for scripts
+#            that time several builds side by side, such as lab/device/device-ab.sh)
+# Usage: lab/device/device-cuda.sh build test ppl bench batched    (results under $OUT)
 # Environment: SRC_TAR (default .device/llama-src.tar.xz); CUDA_LINEINFO=1 builds with -lineinfo
 # (ncu's source view by CUDA line; the code is the same); BIN_TAR, a tarball of a bin/ directory
 # built elsewhere for this machine (build then only unpacks it); BIN_PATCH, with
@@ -40,7 +40,7 @@
 # BUILD_TARGETS (default: test-backend-ops llama-bench llama-perplexity llama-batched-bench).
 set -uo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-$ROOT/results/device}
 mkdir -p "$OUT"

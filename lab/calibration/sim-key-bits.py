@@ -13,7 +13,7 @@ oscar2. A setting is NAME=KIND, KIND one of:
   sel:N:TYPE     keys in TYPE in the N layers of largest 2-bit key error in the zoo entry's
                  calibration tables (its meta.plan.errors), oscar2 elsewhere
 
-  scripts/dev/sim-key-bits.py MODEL.gguf ZOO.npz 'plan=plan;q4=q4_0;k3=oscar3' [--ctx 2048 --chunks 4]
+  lab/calibration/sim-key-bits.py MODEL.gguf ZOO.npz 'plan=plan;q4=q4_0;k3=oscar3' [--ctx 2048 --chunks 4]
 """
 from __future__ import annotations
 

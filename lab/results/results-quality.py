@@ -2,12 +2,12 @@
 model on the WikiText-2 test split, then every KV configuration (and the OSCAR-converted
 models) against it on the same chunks.
 
-    .venv/bin/python scripts/results-quality.py [--model smollm2|gemma3] [--chunks 2] [--ctx 4096]
-    .venv/bin/python scripts/results-quality.py --only-extra --extra "per-head=models/x.gguf" ...
+    .venv/bin/python lab/results/results-quality.py [--model smollm2|gemma3] [--chunks 2] [--ctx 4096]
+    .venv/bin/python lab/results/results-quality.py --only-extra --extra "per-head=models/x.gguf" ...
 
 Writes results/quality[-MODEL].md and .json. The converted models come from the zoo
 (searched clipping) and the same rotations with the published fixed ratios 0.96/0.92
-(scripts/results-calib.sh for SmolLM2; made here for the other models). They are compared
+(lab/results/results-calib.sh for SmolLM2; made here for the other models). They are compared
 with the f16 logits of the original model (their own f16 logits match it to KLD ~1e-3:
 quantised weights quantise activations to 8 bits, so an orthogonal rotation is not
 bit-exact). ``--extra LABEL=MODEL.gguf[@KV]`` adds rows (KV default ``oscar2``, windows on)."""
@@ -78,7 +78,7 @@ def ensure_converted(m: ModelSet) -> None:
     if m.zoo.exists() and m.fixed.exists():
         return
     if m.alias == "smollm2-135m":
-        subprocess.run([str(ROOT / "scripts" / "results-calib.sh")], check=True,
+        subprocess.run([str(ROOT / "lab" / "results" / "results-calib.sh")], check=True,
                        env={**__import__("os").environ, "ONLY_CONVERT": "1"})
         return
     import numpy as np

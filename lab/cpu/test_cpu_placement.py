@@ -1,4 +1,4 @@
-"""scripts/cpu-decode-placement.py and scripts/cpu-pingpong.c: CPU decode runs grouped by where
+"""lab/cpu/cpu-decode-placement.py and lab/cpu/cpu-pingpong.c: CPU decode runs grouped by where
 the two vCPUs sat.
 
 The jsonl here is written by the test with known speeds and round trips, so that the groups,
@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "cpu-decode-placement.py"
+HERE = pathlib.Path(__file__).resolve().parent
+SCRIPT = HERE / "cpu-decode-placement.py"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -56,7 +56,7 @@ def test_a_file_without_round_trips_is_refused(tmp_path):
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_pingpong_times_a_round_trip(tmp_path):
     exe = tmp_path / "pingpong"
-    subprocess.run(["cc", "-O2", "-pthread", str(ROOT / "scripts" / "cpu-pingpong.c"), "-o", str(exe)], check=True)
+    subprocess.run(["cc", "-O2", "-pthread", str(HERE / "cpu-pingpong.c"), "-o", str(exe)], check=True)
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("one CPU: nothing to ping-pong with")
     cpus = sorted(os.sched_getaffinity(0))[:2]

@@ -4,7 +4,7 @@
 # of the same (converted) model. Rotations from the zoo (searched clipping) and the same
 # rotations with the published fixed ratios 0.96/0.92.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 TEXT=${TEXT:-../shared/data/wikitext-2-raw/wiki.test.raw}
 CHUNKS=${CHUNKS:-4}

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Group the runs of scripts/cpu-decode-ab.sh by where the two vCPUs sat while they ran.
+"""Group the runs of lab/cpu/cpu-decode-ab.sh by where the two vCPUs sat while they ran.
 
 Each run of rounds.jsonl carries rt_ns, a cache line's round trip between CPUs 0 and 1 before
-and after it (scripts/cpu-pingpong.c). A run is "sharing" (the vCPUs on cores that share a
+and after it (lab/cpu/cpu-pingpong.c). A run is "sharing" (the vCPUs on cores that share a
 cache) when both are below --near ns, "apart" when both are above --far ns, and left out
 otherwise (the placement changed while it ran, or a third one: 100-250 ns were seen too).
 Prints, per depth, each build's tok/s range, median and run count in both placements and the
 ratio of the oscar2 medians to each f16 build's.
 
-    scripts/cpu-decode-placement.py results/cpu-decode/rounds.jsonl [more.jsonl ...]
+    lab/cpu/cpu-decode-placement.py results/cpu-decode/rounds.jsonl [more.jsonl ...]
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def placement(rt: list[int], near: int, far: int) -> str | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("jsonl", nargs="+", help="rounds.jsonl files of scripts/cpu-decode-ab.sh")
+    ap.add_argument("jsonl", nargs="+", help="rounds.jsonl files of lab/cpu/cpu-decode-ab.sh")
     ap.add_argument("--near", type=int, default=100, help="round trip (ns) below which the vCPUs share a cache")
     ap.add_argument("--far", type=int, default=250, help="round trip (ns) above which they do not")
     args = ap.parse_args()

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # KV memory of the oscar2 cache and its 16-bit windows on SmolLM2-135M (docs/RESULTS.md
 # section 1), written to results/kv/bytes.md: by type and tier at 4k and 32k context,
-# llama.cpp's own numbers. Quality: scripts/results-quality.py; speed: scripts/results-speed.sh.
+# llama.cpp's own numbers. Quality: lab/results/results-quality.py; speed: lab/results/results-speed.sh.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 M=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 OUT=results/kv

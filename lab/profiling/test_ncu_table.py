@@ -1,4 +1,4 @@
-"""scripts/ncu-kernel-table.py: per-layer kernel times from an Nsight Compute CSV.
+"""lab/profiling/ncu-kernel-table.py: per-layer kernel times from an Nsight Compute CSV.
 
 The CSVs here are written by the test in ncu's --csv layout, with known durations, so that
 the expected table follows by hand: a prompt's kernels, then decoded tokens whose kernels
@@ -12,11 +12,11 @@ import io
 import pathlib
 import re
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+HERE = pathlib.Path(__file__).resolve().parent
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("ncu_table", ROOT / "scripts" / "ncu-kernel-table.py")
+    spec = importlib.util.spec_from_file_location("ncu_table", HERE / "ncu-kernel-table.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

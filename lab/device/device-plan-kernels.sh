@@ -5,17 +5,17 @@
 # synthetic Qwen3-8B models (q4_0 weights) that differ only in what calibration adds: rotations
 # only (all) and centring + a plan of the zoo's shape (K q8_0 in layers 8, 18, 30 and q4_0 in 21,
 # 24, 35 of 36: both). The depth is filled in ubatches of UB (default 16384) tokens so that the
-# prompt's kernels stay few. scripts/ncu-kernel-table.py --compare sets the two side by side
+# prompt's kernels stay few. lab/profiling/ncu-kernel-table.py --compare sets the two side by side
 # (the second and third decoded tokens): per kernel and per layer's attention.
 # Files: $OUT/kernels-{all,both}.csv.
-# Usage: scripts/device-plan-kernels.sh          (SRC_TAR as scripts/device-cuda.sh)
+# Usage: lab/device/device-plan-kernels.sh          (SRC_TAR as lab/device/device-cuda.sh)
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 OUT=${OUT:-$ROOT/results/device}
 DEPTH=${DEPTH:-65536}
 UB=${UB:-16384}
-D=scripts/device-cuda.sh
+D=lab/device/device-cuda.sh
 CUDA_ARCH=90 OUT=/tmp/plan-kernels-logs bash $D build 2>&1 | tail -1
 export PYTHONPATH=build-cuda-src/gguf-py:py
 S="python3 -m oscar.synthetic qwen3-8b --weights q4_0 --oscar"
@@ -30,4 +30,4 @@ for m in all both; do
         -p 0 -n 3 -r 1 -d "$DEPTH" -b "$UB" -ub "$UB" --no-warmup > /tmp/ncu-$m.out 2>&1
     echo "rc $? kernels $(grep -c '^"[0-9]' "$OUT/kernels-$m.csv")"; tail -2 /tmp/ncu-$m.out
 done
-python3 scripts/ncu-kernel-table.py --layers 36 --skip-first-token --compare "$OUT/kernels-all.csv" "$OUT/kernels-both.csv"
+python3 lab/profiling/ncu-kernel-table.py --layers 36 --skip-first-token --compare "$OUT/kernels-all.csv" "$OUT/kernels-both.csv"

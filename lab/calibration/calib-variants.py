@@ -5,9 +5,9 @@ Captures MODEL once (FIT validation tokens for the covariances, then HELDOUT tok
 chunks of 2048 kept for the clip search), then for each variant builds rotations and
 searches the clip ratios (:func:`oscar.calibrate.finish`), writes
 ``OUT/NAME.npz`` (a rotation file with full zoo metadata) and ``OUT/NAME.gguf`` (the
-converted model). Score the GGUFs end to end with scripts/results-quality.py --extra.
+converted model). Score the GGUFs end to end with lab/results/results-quality.py --extra.
 
-    .venv/bin/python scripts/calib-variants.py smollm2-135m --fit 32768 --heldout 4096 \\
+    .venv/bin/python lab/calibration/calib-variants.py smollm2-135m --fit 32768 --heldout 4096 \\
         --only layer-lo0.75,layer,head,hadamard,head-2chunks
 
 Variants (NAME: rotation, clip grid, held-out chunks used by the search):

@@ -3,15 +3,15 @@
 # rounds; oscar2's decode at the same depths (docs/RESULTS.md, "Batch 1"). Beside it the GPU's
 # logits against the CPU's on a centred, planned SmolLM2-geometry model in batches of 512 (prompt
 # batches that read their own rows beside the 16-bit pool) and of 4 (the decode kernel).
-# Run on the GPU machine from the repository root (scripts/device-pack.sh first); $OUT receives the logs.
-cd "$(dirname "$0")/.."
+# Run on the GPU machine from the repository root (lab/device/device-pack.sh first); $OUT receives the logs.
+cd "$(dirname "$0")/../.."
 START=$(date +%s)
-CUDA_ARCH=90 scripts/device-cuda.sh build > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
+CUDA_ARCH=90 lab/device/device-cuda.sh build > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 echo "build $(( $(date +%s) - START )) s"
 export PYTHONPATH=build-cuda-src/gguf-py:py
 python3 -m oscar.synthetic smollm2-135m --weights f16 --oscar --centre --k-q4_0-layers 3,17 -o /tmp/s135.gguf > $OUT/synth-s.log 2>&1 || tail $OUT/synth-s.log
 for ub in 512 4; do
-  PPL_MODEL=/tmp/s135.gguf KLD_TYPES=oscar2 KLD_UB=$ub scripts/device-cuda.sh kld > $OUT/kld-$ub.txt 2>&1
+  PPL_MODEL=/tmp/s135.gguf KLD_TYPES=oscar2 KLD_UB=$ub lab/device/device-cuda.sh kld > $OUT/kld-$ub.txt 2>&1
   grep "GPU against CPU" $OUT/kld-$ub.txt
 done
 SYNTH=/tmp/qwen3-8b-geometry-q4_0-oscar.gguf

@@ -2,9 +2,9 @@
 # Pack the patched llama.cpp source for a build on a GPU machine that cannot fetch it:
 # the parts a CUDA build of the libraries, the tools we measure with and
 # test-backend-ops need, xz-compressed (about 10 MB instead of the 170 MB tree).
-#   scripts/device-pack.sh [SRC_DIR] [OUT_TAR]   (defaults: llama.cpp, .device/llama-src.tar.xz)
+#   lab/device/device-pack.sh [SRC_DIR] [OUT_TAR]   (defaults: llama.cpp, .device/llama-src.tar.xz)
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SRC=${1:-$ROOT/llama.cpp}
 OUT=${2:-$ROOT/.device/llama-src.tar.xz}
 [ -f "$SRC/ggml/src/ggml-cuda/ggml-cuda.cu" ] || { echo "device-pack: $SRC is not a llama.cpp tree (run scripts/fetch-llama.sh)" >&2; exit 1; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The calibrated default's path on a GPU machine, in one call (docs/RESULTS.md, "Decode of the
-# calibrated default"): build (scripts/device-cuda.sh, source from scripts/device-pack.sh), the
+# calibrated default"): build (lab/device/device-cuda.sh, source from lab/device/device-pack.sh), the
 # rotation tests (with the centring means folded in, also through the synchronised launch), then
 # batch-1 decode of four synthetic Qwen3-8B models that differ only in what a calibration adds:
 # rotations only (all), + centring means (centre), + a precision plan of the Qwen2.5-Coder-1.5B
@@ -15,7 +15,7 @@
 # "kw": key weighting (queries rotated by R_Q = W^-1 R, keys by W R): the GPU's logits against the
 # CPU's on a key-weighted SmolLM2-geometry model (batches of 4 and 512), and batch-1 decode of the
 # rotations-only model beside the same with key weighting (kw), two rounds.
-D=scripts/device-cuda.sh
+D=lab/device/device-cuda.sh
 STEPS=${STEPS:-rot tg kld d64k}
 MODELS=${MODELS:-all centre plan both}
 has() { [[ " $STEPS " == *" $1 "* ]]; }

@@ -3,7 +3,7 @@
 # one run: llama-bench decode tokens/s at depth 0 and 4096, f16 / q4_0 / oscar2 with the 16-bit
 # windows, then oscar2 without them. Writes results/speed.md.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 M=${MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 REPS=${REPS:-2}

@@ -4,7 +4,7 @@
 # when the call's deadline (DEADLINE_S seconds from the start, default 540) would pass it
 # (rerun with the skipped steps; the build and the model in /tmp are reused while the
 # machine is warm):
-#   build   scripts/device-cuda.sh build into /tmp/b (SRC_TAR, default .cache/stage-cuda/llama-src.tar.xz)
+#   build   lab/device/device-cuda.sh build into /tmp/b (SRC_TAR, default .cache/stage-cuda/llama-src.tar.xz)
 #   test    test-backend-ops FLASH_ATTN_EXT oscar2 cases, CUDA against the CPU, at the grid's
 #           chunks and at GGML_CUDA_OSCAR2_CHUNK 1024 and 160
 #   perf    test-backend-ops perf of the attention op at 64k and 128k cells, two rounds
@@ -12,9 +12,9 @@
 #   eqmem   oscar-bench --equal-memory EQ_CTX (default 32768) -n 32: KV types EQ_KV (default
 #           f16,oscar2,q8_0,q4_0) (report in $OUT/eqmem/)
 #   decode  llama-bench decode at depths 65536 and 131072 (-n 32 -r 1): f16, oscar2, q8_0 at 65536
-# Usage: scripts/device-eqmem.sh build test perf ncu eqmem decode    (results under $OUT)
+# Usage: lab/device/device-eqmem.sh build test perf ncu eqmem decode    (results under $OUT)
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 T0=$(date +%s)
 DEADLINE=${DEADLINE_S:-540}
@@ -22,7 +22,7 @@ RET=${OUT:-$ROOT/results/device}
 LOGS=/tmp/eqmem-logs
 mkdir -p "$RET" "$LOGS"
 export CUDA_BUILD_DIR=/tmp/b SRC_TAR=${SRC_TAR:-.cache/stage-cuda/llama-src.tar.xz} WEIGHTS=q4_0 SYNTH_OSCAR=1 OUT=$LOGS
-S=scripts/device-cuda.sh
+S=lab/device/device-cuda.sh
 BIN=/tmp/b/bin
 SYN=/tmp/qwen3-8b-geometry-q4_0-oscar.gguf
 EQ_CTX=${EQ_CTX:-32768}

@@ -2,7 +2,7 @@
 """Summarise test-backend-ops output run with GGML_TEST_PRINT_ERR=1: the error of each passing
 FLASH_ATTN_EXT case, grouped by the CUDA path that ran it (the decode kernel for up to
 OSCAR2_FA_DECODE_MAX_Q queries, the f16 expansion above) and by windows or not, K/V types and head size.
-    python3 scripts/dev/fa-err-summary.py fa-err.log [max_decode_q]"""
+    python3 lab/device/fa-err-summary.py fa-err.log [max_decode_q]"""
 import re
 import statistics
 import sys

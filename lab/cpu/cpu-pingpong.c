@@ -1,8 +1,8 @@
 // The round trip of one cache line between two CPUs (default 0 and 1), in ns: the two threads
 // of a 2-thread benchmark share their data through lines like this one. On a VM the host may
 // place the two vCPUs on cores that share a cache (tens of ns) or on cores that do not (hundreds);
-// scripts/cpu-decode-ab.sh records it before and after each run.
-//   cc -O2 -pthread scripts/cpu-pingpong.c -o pingpong && ./pingpong [cpu_a cpu_b [round_trips]]
+// lab/cpu/cpu-decode-ab.sh records it before and after each run.
+//   cc -O2 -pthread lab/cpu/cpu-pingpong.c -o pingpong && ./pingpong [cpu_a cpu_b [round_trips]]
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>

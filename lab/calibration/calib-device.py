@@ -8,7 +8,7 @@
 2. Timing: for each --geometry (oscar.synthetic's named shapes), the capture (three passes of
    the model over --tokens + --heldout tokens) and the clip search, on each --device.
 
-    scripts/calib-device.py --device cuda,cpu --geometry smollm2-135m,qwen3-8b --tokens 16384 --json out.json
+    lab/calibration/calib-device.py --device cuda,cpu --geometry smollm2-135m,qwen3-8b --tokens 16384 --json out.json
 
 Prints one line per (geometry, device) and a summary line; --json writes the figures.
 """
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "py"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "py"))
 
 import numpy as np  # noqa: E402
 

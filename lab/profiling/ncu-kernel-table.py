@@ -16,7 +16,7 @@ two are set side by side: each kernel's time per token in both and the differenc
 first, then each layer's decode attention (its kernel and the combine after it).
 Both of ncu's CSV layouts are read: the default (a row per metric) and --page raw (a column per
 metric).
-usage: scripts/ncu-kernel-table.py [--layers 36] [--skip-first-token] [--compare] K.csv[.xz] ...
+usage: lab/profiling/ncu-kernel-table.py [--layers 36] [--skip-first-token] [--compare] K.csv[.xz] ...
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""scripts/ncu-source-table.py: a kernel's executed instructions by function and by line.
+"""lab/profiling/ncu-source-table.py: a kernel's executed instructions by function and by line.
 
 The CSV here is written by the test in the layout of ncu's source view (`--page source --csv
 --print-source cuda,sass`): per file, a header row, then each CUDA line with its counts and the
@@ -14,8 +14,8 @@ import pathlib
 import re
 import subprocess
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-TOOL = ROOT / "scripts" / "ncu-source-table.py"
+HERE = pathlib.Path(__file__).resolve().parent
+TOOL = HERE / "ncu-source-table.py"
 
 SOURCE = """\
 #include "x.cuh"

@@ -2,13 +2,13 @@
 """Executed instructions and stall samples of one kernel, by function and by source line.
 
 Input: the CSV of ncu's source view with CUDA lines and their SASS, from a build with
--lineinfo (scripts/device-cuda.sh with CUDA_LINEINFO=1):
+-lineinfo (lab/device/device-cuda.sh with CUDA_LINEINFO=1):
     ncu --import-source yes --section SourceCounters -k regex:KERNEL -c 1 -o REP PROGRAM ...
     ncu -i REP.ncu-rep --page source --csv --print-source cuda,sass > SRC.csv
 and the source file as it was built (SOURCE; its functions name the regions). Lines of other
 files (inlined headers) are summed per file. --per N divides the counts (say, by the number of
 32-cell tiles the kernel walked, to get instructions per tile and warp).
-usage: scripts/ncu-source-table.py SRC.csv[.xz] SOURCE [--file NAME] [--per N] [--lines K]
+usage: lab/profiling/ncu-source-table.py SRC.csv[.xz] SOURCE [--file NAME] [--per N] [--lines K]
 (--file: the source's name in the CSV, when SOURCE is a copy under another name, e.g. from
 `git show COMMIT:ggml/src/ggml-cuda/fattn-oscar2.cu > /tmp/fa.cu`)
 """

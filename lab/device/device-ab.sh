@@ -6,10 +6,10 @@
 #   xz -dc .dB/bin.tar.xz > /tmp/base.tar; tar -C build-cuda-local/bin -cf /tmp/cur.tar .
 #   zstd -19 --long=28 --patch-from=/tmp/base.tar /tmp/cur.tar -o .dB/cur.tar.zst
 #
-#   scripts/device-ab.sh NAME=PATCH [NAME=PATCH ...]
+#   lab/device/device-ab.sh NAME=PATCH [NAME=PATCH ...]
 #
-# e.g. scripts/device-ab.sh a=.dB/km.tar.zst b=.dB/kp2.tar.zst. The last build is the one on
-# trial: it runs the whole test step (scripts/device-cuda.sh test) and the attention cases with
+# e.g. lab/device/device-ab.sh a=.dB/km.tar.zst b=.dB/kp2.tar.zst. The last build is the one on
+# trial: it runs the whole test step (lab/device/device-cuda.sh test) and the attention cases with
 # each case's error by path. Then, builds alternating, ROUNDS times each (default 2): the
 # attention op alone (test-backend-ops perf, cases matching PERF, default the oscar2 decode at
 # 4k and 64k cells, 8 KV heads x GQA 4, head 128); decode at depth 0 and 64k (llama-bench, one
@@ -22,12 +22,12 @@
 # BIN_TAR (default .dB/bin.tar.xz), SRC_TAR (default .dB/gguf-py.tar.xz), OUT (the call's
 # returned folder).
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-S=scripts/device-cuda.sh
+S=lab/device/device-cuda.sh
 RET=${OUT:-$ROOT/results/device}
 mkdir -p "$RET"
-[ $# -ge 1 ] || { echo "usage: scripts/device-ab.sh NAME=PATCH [NAME=PATCH ...]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: lab/device/device-ab.sh NAME=PATCH [NAME=PATCH ...]" >&2; exit 2; }
 export OUT=/tmp/ab-res WEIGHTS=q4_0 SYNTH_OSCAR=1
 export SRC_TAR=${SRC_TAR:-.dB/gguf-py.tar.xz}
 BIN_TAR=${BIN_TAR:-.dB/bin.tar.xz}
@@ -76,7 +76,7 @@ if has test; then
     cp "$OUT"/test-*.log /tmp/ab-logs/ 2>/dev/null
     GGML_TEST_PRINT_ERR=1 CUDA_BUILD_DIR=$(dir_of "$last") timeout 120 bash $S run test-backend-ops test -b CUDA0 -o FLASH_ATTN_EXT -p oscar2 \
         > /tmp/ab-logs/fa-err-$last.log 2>&1
-    python3 scripts/dev/fa-err-summary.py /tmp/ab-logs/fa-err-$last.log | grep -E "^path|oscar2/oscar2"
+    python3 lab/device/fa-err-summary.py /tmp/ab-logs/fa-err-$last.log | grep -E "^path|oscar2/oscar2"
     xz -T4 -f /tmp/ab-logs/fa-err-$last.log
 fi
 if has perf; then

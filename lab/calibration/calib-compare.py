@@ -8,7 +8,7 @@ training data). Prints a markdown table of the relative attention-output error
 sum ||o_hat - o||^2 / sum ||o||^2 over all layers (oscar2 2-bit, 64 sink + 256 recent
 16-bit tokens).
 
-    .venv/bin/python scripts/calib-compare.py [MODEL.gguf] [--fit 8192] [--ctx 2048]
+    .venv/bin/python lab/calibration/calib-compare.py [MODEL.gguf] [--fit 8192] [--ctx 2048]
 """
 from __future__ import annotations
 

@@ -3,18 +3,18 @@
 # of the same upstream tree with f16, this fork with f16, and this fork with oscar2 on the
 # zoo-converted model (centring and precision plan, as `oscar-convert --rotations zoo` makes it),
 # in alternating rounds so that a change in the machine's state hits every row alike.
-#   scripts/cpu-decode-ab.sh            (ROUNDS=3, DEPTHS=4096,16384, THREADS=2, N_GEN=32)
+#   lab/cpu/cpu-decode-ab.sh            (ROUNDS=3, DEPTHS=4096,16384, THREADS=2, N_GEN=32)
 # Needs build/ (scripts/build.sh) and models/ (scripts/fetch-models.sh smollm2); builds the
 # upstream llama-bench into $UPSTREAM_BUILD (default /tmp/oscar-upstream-build, same compiler
 # flags as build/) and converts the zoo model if absent. Check `uptime` first: nothing else
 # may run. Writes results/cpu-decode/rounds.jsonl and prints one table row per round.
 # Each run also records the round trip of a cache line between CPUs 0 and 1 right before and
-# after it (scripts/cpu-pingpong.c; "rt" in ns): on a VM the host moves the two vCPUs between
+# after it (lab/cpu/cpu-pingpong.c; "rt" in ns): on a VM the host moves the two vCPUs between
 # cores that share a cache (about 50 ns) and cores that do not (100-360 ns), and a 2-thread
 # decode is slower in the second case; compare runs of the same placement
-# (scripts/cpu-decode-placement.py groups them, and runs at the end).
+# (lab/cpu/cpu-decode-placement.py groups them, and runs at the end).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 ROUNDS=${ROUNDS:-3}
 DEPTHS=${DEPTHS:-4096,16384}
@@ -41,7 +41,7 @@ fi
 
 mkdir -p "$OUT"
 PINGPONG=$UB/cpu-pingpong
-[ -x "$PINGPONG" ] && [ "$PINGPONG" -nt scripts/cpu-pingpong.c ] || { mkdir -p "$UB" && cc -O2 -pthread scripts/cpu-pingpong.c -o "$PINGPONG"; }
+[ -x "$PINGPONG" ] && [ "$PINGPONG" -nt lab/cpu/cpu-pingpong.c ] || { mkdir -p "$UB" && cc -O2 -pthread lab/cpu/cpu-pingpong.c -o "$PINGPONG"; }
 : > "$OUT/rounds.jsonl"
 echo "cpu-decode-ab: $(uptime | sed 's/.*load/load/'), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 bench() { # label, binary, model, type, round
@@ -65,5 +65,5 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["round"] == in
 print(f"round {sys.argv[2]}: " + "; ".join(f'{r["label"]} d{r["n_depth"]} {r["avg_ts"]:.2f} (rt {r["rt_ns"][0]}/{r["rt_ns"][1]} ns)' for r in rows), flush=True)
 EOF
 done
-python3 scripts/cpu-decode-placement.py "$OUT/rounds.jsonl" || true
+python3 lab/cpu/cpu-decode-placement.py "$OUT/rounds.jsonl" || true
 echo "cpu-decode-ab: wrote $OUT/rounds.jsonl ($ROUNDS rounds, depths $DEPTHS, commit $(git rev-parse --short HEAD))"

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Split a file (a converted model) into parts that each fit in one device call beside the
 # repository (64 MiB carried in all), for a GPU machine that keeps /tmp while it stays warm:
-#   scripts/device-split.sh models/smollm2-oscar-zoo.gguf     -> .dP1/, .dP2/, ... (git-ignored)
+#   lab/device/device-split.sh models/smollm2-oscar-zoo.gguf     -> .dP1/, .dP2/, ... (git-ignored)
 # then one device call per part, back to back (carry .dPN), each running
 #   mkdir -p /tmp/sp && cp .dPN/part.* .dPN/sha256 /tmp/sp/
 # and the last one, or the call that needs the file, running
-#   scripts/device-split.sh --join /tmp/sp /tmp/sp/model.gguf     (checks the sha256)
+#   lab/device/device-split.sh --join /tmp/sp /tmp/sp/model.gguf     (checks the sha256)
 # Environment: PART_MB (default 48).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 if [ "${1:-}" = "--join" ]; then
     [ $# -eq 3 ] || { echo "usage: $0 --join DIR OUT" >&2; exit 2; }
     dir=$2 out=$3
