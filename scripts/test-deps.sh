@@ -2,7 +2,8 @@
 # The system packages that `make test` needs beyond a compiler and Python: the aarch64 cross
 # toolchain and qemu-user (the NEON kernels are cross-built and run under emulation), cmake,
 # ninja and ccache; Node.js and npm (the build of llama-server's web UI), Chromium and its
-# WebDriver (the web UI's test drives the page in headless Chromium). Installs the missing ones
+# WebDriver (the web UI's test drives the page in headless Chromium); bubblewrap (the sandbox that
+# runs generated code in oscar-eval humaneval and its tests). Installs the missing ones
 # with apt-get where it can (as root, or with passwordless sudo); otherwise names them and stops.
 set -euo pipefail
 need=()
@@ -16,6 +17,8 @@ command -v npm >/dev/null || need+=(nodejs npm)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v clang++ >/dev/null || need+=(clang)   # the Metal emulator (tests/test_metal_emu.py)
+command -v bwrap >/dev/null || need+=(bubblewrap)  # oscar.sandbox (tests/test_sandbox.py, test_humaneval.py)
+command -v setpriv >/dev/null || need+=(util-linux)  # oscar.sandbox drops root with it
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=()
 [ "$(id -u)" = 0 ] || { command -v sudo >/dev/null && sudo -n true 2>/dev/null && sudo=(sudo -n); }

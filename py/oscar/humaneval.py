@@ -6,8 +6,9 @@ completion request: a fixed few-shot preamble of solved functions (about 1.5k to
 same for every problem, so that llama-server's prompt cache computes it once per
 configuration and the 2-bit tier holds most of it) followed by the problem's signature and
 docstring. The completion, cut at the next top-level statement, is run with the problem's
-tests in a contained subprocess (no network, read-only file systems but its own folder,
-resource limits, a timeout: :mod:`oscar.sandbox`). pass@1 is the fraction passed.
+tests in a bubblewrap sandbox (an unprivileged user in namespaces of its own: no network, only
+/usr visible and read-only, a small tmpfs as its folder, limits on the whole process tree:
+:mod:`oscar.sandbox`). pass@1 is the fraction passed.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import gzip
 import json
 import math
 import shlex
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -32,6 +34,8 @@ N_PROBLEMS = 164
 #: where a completion ends: the next top-level statement after the function body
 STOP = ["\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\nassert ", "\n#", "\n```", "\n@"]
 DEFAULT_KV = "f16,oscar2,oscar2:sink=4,recent=32"
+#: most characters of a failing program's output recorded as its reason in humaneval.json
+REASON_CHARS = 200
 
 
 class HumanEvalError(Exception):
@@ -103,11 +107,27 @@ def program(p: Problem, completion: str) -> str:
 
 
 def failure_reason(out: sandbox.Outcome) -> str:
-    """A short reason for a failed run: ``timeout``, or the last line of its error output."""
+    """A short, harmless reason for a failed run, as recorded in humaneval.json: ``timeout``;
+    the limit the sandbox killed it for; else the last non-blank line of its output (normally
+    the exception, e.g. ``AssertionError``), every character that is not printable (control
+    characters, terminal escape sequences, bidirectional overrides, zero-width characters)
+    replaced by ``?`` and cut to :data:`REASON_CHARS` characters; else its exit status and the
+    signal that ended it. The program's output is untrusted: nothing else of it is recorded."""
     if out.status == "timeout":
         return "timeout"
-    lines = [ln for ln in out.output.strip().splitlines() if ln.strip()]
-    return lines[-1][:200] if lines else f"exit status {out.returncode}"
+    if out.killed:
+        return out.killed
+    lines = [ln for ln in out.output.splitlines() if ln.strip()]
+    if lines:
+        text = "".join(c if c.isprintable() else "?" for c in lines[-1].strip())
+        return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
+    rc = out.returncode
+    sig = -rc if rc is not None and rc < 0 else rc - 128 if rc is not None and 128 < rc < 128 + 65 else 0
+    try:  # bwrap reports a program ended by signal N as exit status 128 + N
+        name = signal.Signals(sig).name if sig else ""
+    except ValueError:
+        name = f"signal {sig}"
+    return f"exit status {rc}" + (f" (killed by {name})" if name else "")
 
 
 def server_args(cfg: pp.KVConfig, ctx: int, threads: int | None, extra: list[str]) -> list[str]:
@@ -120,7 +140,7 @@ def server_args(cfg: pp.KVConfig, ctx: int, threads: int | None, extra: list[str
 
 
 def run_config(model: Path, cfg: pp.KVConfig, problems: list[Problem], *, ctx: int, n_predict: int,
-               threads: int | None, extra: list[str], timeout_s: float, isolate: bool, preamble: str,
+               threads: int | None, extra: list[str], timeout_s: float, preamble: str,
                bar: tqdm) -> tuple[list[dict], str, int]:
     """Generate and judge every problem with one configuration's server; returns the
     per-problem results, the server's log and the preamble's length in tokens."""
@@ -132,7 +152,7 @@ def run_config(model: Path, cfg: pp.KVConfig, problems: list[Problem], *, ctx: i
             ans = llama_server.complete(srv.url, prompt_text(p, preamble), n_predict, STOP)
             gen_s = time.time() - t0
             completion = ans.get("content", "")
-            out = sandbox.run(program(p, completion), timeout_s, isolate=isolate)
+            out = sandbox.run(program(p, completion), timeout_s)
             tm = ans.get("timings", {})
             results.append({"task_id": p.task_id, "passed": out.passed, "status": out.status,
                             "reason": "" if out.passed else failure_reason(out), "completion": trim(completion),
@@ -196,8 +216,11 @@ Each problem is one temperature-0 /completion request (cache_prompt on, one slot
 few-shot preamble (solved functions, ~1.5k tokens; llama-server computes it once per
 configuration) and the problem's code up to its docstring; the completion stops at the next
 top-level statement ({', '.join(repr(s) for s in STOP[:4])}, ...). The problem's code, the
-completion and its tests run in a subprocess: no network, every file system read-only but its
-own temporary folder (unshare + setpriv), resource limits, --timeout seconds.
+completion and its tests run in a bubblewrap sandbox (apt-get install bubblewrap): an
+unprivileged user in namespaces of its own, no network, only /usr visible (read-only), a 16 MiB
+tmpfs as its folder; at most 32 tasks, 1 MiB of output and --timeout seconds for the whole tree,
+2 GiB of memory (for the tree where a cgroup can be made, as root; else per task). A machine
+where this cannot be had is refused with the fix (docs/security.md).
 pass@1 is the share of problems whose tests pass; ± is its standard error, the interval a 95 %
 Wilson interval; "vs f16" counts the problems (the same ones) a configuration passes that f16
 fails (+) and the reverse (-).
@@ -226,10 +249,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-preamble", action="store_true", help="send each problem alone (no shared preamble)")
     ap.add_argument("--server-args", default="", metavar="ARGS",
                     help="further llama-server options for every configuration, one string (e.g. \"-ngl 99\")")
-    ap.add_argument("--no-sandbox", action="store_true",
-                    help="run the generated code without namespaces (network reachable, file systems writable): "
-                         "only a temporary folder, resource limits and the timeout; for machines without "
-                         "unshare or user namespaces")
+    ap.add_argument("--no-sandbox", action="store_true", help=argparse.SUPPRESS)  # removed: refused with the fix
     ap.add_argument("--reference", metavar="FILE.json",
                     help="take the f16 rows from an earlier run's humaneval.json instead of running f16 again: the same "
                          "model file, problems and settings (checked); its f16 results are copied into this report")
@@ -274,12 +294,13 @@ def check_inputs(a: argparse.Namespace) -> tuple[Path, list[pp.KVConfig], list[P
         raise HumanEvalError(f"--preamble {a.preamble}: no such file")
     problems = load_problems(a.problems, a.problems_file)
     if a.no_sandbox:
-        how = "none (--no-sandbox): a temporary folder, resource limits and a timeout only; network reachable"
-    else:
-        try:
-            how = sandbox.check()
-        except sandbox.SandboxUnavailable as e:
-            raise HumanEvalError(str(e)) from e
+        raise HumanEvalError("--no-sandbox was removed: the generated code always runs in the bubblewrap sandbox "
+                             "(docs/security.md); where it cannot be had, the error names the fix "
+                             "(e.g. apt-get install bubblewrap)")
+    try:
+        how = sandbox.check()
+    except sandbox.SandboxUnavailable as e:
+        raise HumanEvalError(f"cannot run generated code contained: {e}") from e
     return model, configs, problems, how
 
 
@@ -323,9 +344,6 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     try:
         model, configs, problems, how = check_inputs(a)
-        if a.no_sandbox:
-            print("oscar-eval humaneval: warning: --no-sandbox: the generated code runs with network access and "
-                  "can write wherever this user can", file=sys.stderr)
         out = Path(a.out) if a.out else None
         if out:
             out.mkdir(parents=True, exist_ok=True)
@@ -355,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         bar = tqdm(total=len(configs) * len(problems), desc="humaneval", unit="problem", disable=a.quiet)
         for cfg in configs:
             results, log, n_pre = run_config(model, cfg, problems, ctx=a.ctx, n_predict=a.n_predict, threads=a.threads,
-                                      extra=extra, timeout_s=a.timeout, isolate=not a.no_sandbox,
+                                      extra=extra, timeout_s=a.timeout,
                                       preamble=preamble, bar=bar)
             per_problem[cfg.name] = results
             meta["preamble_tokens"] = n_pre
