@@ -63,7 +63,8 @@ def test_failure_reason_is_a_short_printable_excerpt(contained):
     out = sandbox.run("raise AssertionError('wrong answer')\n")
     assert humaneval.failure_reason(out) == "AssertionError: wrong answer"
     hostile = sandbox.run("import sys\n"
-                          "sys.stderr.write('fine\\n\\x1b]0;owned\\x07\\x1b[2J\\u202egnp.exe\\x00' + 'A' * 1000 + '\\n')\n"
+                          "sys.stderr.write('fine\\n\\x1b]0;owned\\x07\\x1b[2J\\u202egnp.exe\\x00'\n"
+                          "                 + 'A' * 1000 + '\\n')\n"
                           "raise SystemExit(1)\n")
     reason = humaneval.failure_reason(hostile)
     assert len(reason) == humaneval.REASON_CHARS and reason.endswith("...")
@@ -71,7 +72,8 @@ def test_failure_reason_is_a_short_printable_excerpt(contained):
     assert reason.startswith("?]0;owned??[2J?gnp.exe?AAA")
     loud = sandbox.run("while True:\n    print('x' * 1000)\n", output_kb=64)
     assert humaneval.failure_reason(loud) == "output over 64 KiB"
-    assert humaneval.failure_reason(sandbox.run("import os\nos.kill(os.getpid(), 9)\n")) == "exit status 137 (killed by SIGKILL)"
+    killed = sandbox.run("import os\nos.kill(os.getpid(), 9)\n")
+    assert humaneval.failure_reason(killed) == "exit status 137 (killed by SIGKILL)"
     assert humaneval.failure_reason(sandbox.run("while True:\n    pass\n", timeout_s=1)) == "timeout"
     assert humaneval.failure_reason(sandbox.run("raise SystemExit(3)\n")) == "exit status 3"
 

@@ -133,7 +133,8 @@ def test_kernel_interfaces_cannot_be_opened_for_writing(contained):
     r = report(out)
     assert set(r) == set(KERNEL)
     assert not [p for p, e in r.items() if e == "OPENED"], r
-    mounts = sandbox.run("print('REPORT ' + __import__('json').dumps(open('/proc/self/mountinfo').read().split('\\n')))")
+    mounts = sandbox.run("import json\n"
+                         "print('REPORT ' + json.dumps(open('/proc/self/mountinfo').read().split('\\n')))\n")
     table = [ln.split() for ln in report(mounts) if ln]
     ro = {m[4]: "ro" in m[5].split(",") for m in table}
     assert ro["/"] and ro["/proc"] and ro["/usr"] and ro["/dev"] and not ro["/box"], ro
@@ -154,8 +155,9 @@ def test_secrets_and_project_files_are_absent(contained, tmp_path):
            "    shadow = open('/etc/shadow').read()[:1]\n"
            "except OSError as e:\n"
            "    shadow = e.strerror\n"
+           "fds = sorted(int(f) for f in os.listdir('/proc/self/fd'))[:-1]  # the last: listdir's own\n"
            "print('REPORT ' + json.dumps({'seen': seen, 'root': sorted(os.listdir('/')), 'shadow': shadow,\n"
-           "                               'cwd': os.getcwd(), 'box': sorted(os.listdir('.'))}))\n")
+           "                               'cwd': os.getcwd(), 'box': sorted(os.listdir('.')), 'fds': fds}))\n")
     control = outside(src)
     assert json.loads(control.stdout.split("REPORT ", 1)[1])["seen"][str(secret)]  # the check can fail
     r = report(sandbox.run(src))
@@ -163,6 +165,7 @@ def test_secrets_and_project_files_are_absent(contained, tmp_path):
     assert r["shadow"] == "No such file or directory"
     assert set(r["root"]) <= {"box", "dev", "proc", "usr", "bin", "lib", "lib64", "sbin"}, r["root"]
     assert r["cwd"] == "/box" and r["box"] == ["prog.py"]
+    assert r["fds"] == [0, 1, 2]  # nothing of the host's is inherited (the source is copied in)
 
 
 # ----------------------------------------------------------------------------- the tree's limits
@@ -313,7 +316,8 @@ def _listeners() -> tuple[socket.socket, socket.socket, list[str]]:
 
 CONNECT = ("import json, socket\n"
            "res = {{}}\n"
-           "for name, fam, addr in (('tcp', socket.AF_INET, ('127.0.0.1', {port})), ('unix', socket.AF_UNIX, {unix!r}),\n"
+           "for name, fam, addr in (('tcp', socket.AF_INET, ('127.0.0.1', {port})),\n"
+           "                        ('unix', socket.AF_UNIX, {unix!r}),\n"
            "                        ('internet', socket.AF_INET, ('1.1.1.1', 53))):\n"
            "    s = socket.socket(fam)\n"
            "    s.settimeout(3)\n"

@@ -296,14 +296,16 @@ def _user_tasks(uid: int) -> int:
     return n
 
 
-def _limits(cgroup: _Cgroup | None, cpu_s: int, memory_mb: int, nproc: int):
-    """A ``preexec_fn``: into the cgroup, then the resource limits (inherited by every task)."""
+def _limits(cgroup: _Cgroup | None, cpu_s: int, memory_mb: int, nproc: int, file_mb: int):
+    """A ``preexec_fn``: into the cgroup, then the resource limits (inherited by every task;
+    RLIMIT_FSIZE repeats the tmpfs's bound for any file the program could reach)."""
     def apply() -> None:
         if cgroup is not None:
             cgroup.enter()
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
         resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb << 20, file_mb << 20))
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     return apply
@@ -335,23 +337,25 @@ def _run(source: str, timeout_s: float, memory_mb: int, processes: int, output_k
     chunks: list[bytes] = []
     got = 0
     killed = ""
-    with tempfile.TemporaryFile() as src:
-        src.write(source.encode())
-        src.flush()
-        src.seek(0)
+    with tempfile.TemporaryFile() as tmp:
+        tmp.write(source.encode())
+        tmp.flush()
+        src = os.open(f"/proc/self/fd/{tmp.fileno()}", os.O_RDONLY)  # bwrap copies it in, then closes it
         try:
-            cmd = _command(ready_w, src.fileno(), disk_mb)
+            cmd = _command(ready_w, src, disk_mb)
             t0 = time.monotonic()
             proc = subprocess.Popen(cmd, cwd="/", env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True, pass_fds=(ready_w, src.fileno()),
-                                    preexec_fn=_limits(cgroup, int(timeout_s) + 1, memory_mb, nproc))
+                                    start_new_session=True, pass_fds=(ready_w, src),
+                                    preexec_fn=_limits(cgroup, int(timeout_s) + 1, memory_mb, nproc, disk_mb))
         except BaseException:
             os.close(ready_r)
             os.close(ready_w)
             if cgroup is not None:
                 cgroup.remove()
             raise
+        finally:
+            os.close(src)
     os.close(ready_w)
     status = ""
     try:
@@ -445,8 +449,8 @@ mounts = [ln.split() for ln in open("/proc/self/mountinfo")]
 # stores nothing) and /dev/pts is a devpts of this namespace's own
 r["writable_mounts"] = [m[4] for m in mounts if "rw" in m[5].split(",") and m[4] != "/box"
                         and not (m[4].startswith("/dev/") and (m[4] == "/dev/pts" or m[4][5:] in DEVICES))]
-r["visible"] = [p for p in ("/etc/shadow", "/etc/passwd", "/sys", "/root", "/home", "/work", "/tmp", "/var", "/run",
-                            "/mnt", "/opt", "/srv")
+r["visible"] = [p for p in ("/etc/shadow", "/etc/passwd", "/etc", "/sys", "/root", "/home", "/work", "/tmp",
+                            "/var", "/run", "/mnt", "/opt", "/srv")
                 + tuple(SECRET_PATHS) if os.path.lexists(p)]
 libc = ctypes.CDLL(None, use_errno=True)
 r["new_userns"] = libc.unshare(0x10000000) == 0
