@@ -248,6 +248,12 @@ def test_the_tree_gets_one_cpu(contained):
     assert r["cpu"] <= 2.6, r
 
 
+def test_a_program_that_closes_its_output_still_times_out(contained):
+    src = "import os\nos.close(1)\nos.close(2)\nwhile True:\n    pass\n"
+    out = sandbox.run(src, timeout_s=2)
+    assert out.status == "timeout" and 2 <= out.seconds < 10
+
+
 def test_400_mib_of_output_is_cut_and_the_tree_killed(contained):
     src = ("import sys\n"
            "chunk = 'y' * (1 << 20) + '\\n'\n"

@@ -384,7 +384,12 @@ def _run(source: str, timeout_s: float, memory_mb: int, processes: int, output_k
                 tail = b"".join(chunks)[-KEEP_CHARS * 4:]
                 chunks = [tail]
         proc.stdout.close()
-        proc.wait()
+        try:  # a program that closed its output may still run
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _kill(proc, cgroup)
+            proc.wait()
+            status, killed = "timeout", f"timeout ({timeout_s:g} s)"
         seconds = time.monotonic() - t0
         ready = select.select([ready_r], [], [], 0)[0] and os.read(ready_r, 1) == b"1"
     finally:
@@ -401,7 +406,7 @@ def _run(source: str, timeout_s: float, memory_mb: int, processes: int, output_k
     if not ready and not killed:
         said = text.strip()[-400:]
         fix = USERNS_FIX if re.search(r"namespace|uid map|setting up uid|No permissions|Operation not permitted",
-                                      said) else "see bwrap's message above; " + INSTALL_BWRAP
+                                      said) else INSTALL_BWRAP + " (0.8.0 or later)"
         raise SandboxUnavailable(f"bubblewrap could not start the program (exit {proc.returncode}): {said}; {fix}")
     if oom and not killed:
         killed = f"memory over {memory_mb} MiB (the whole tree)"
