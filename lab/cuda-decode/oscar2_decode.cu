@@ -46,6 +46,9 @@ constexpr float TAU  = 8.0f;         // log2 slack before the running maximum mo
 #ifndef NSTAGES
 #define NSTAGES 4
 #endif
+#ifndef KSPLIT          // 1: the K dot's two blocks in separate accumulators (4 mma chains of 4, +8 FADD)
+#define KSPLIT 0
+#endif
 
 struct block_oscar2 { __half d; __half m; uint8_t qs[16]; };
 static_assert(sizeof(block_oscar2) == 20, "block size");
@@ -158,9 +161,15 @@ oscar2_decode(const uint8_t* __restrict__ K, const uint8_t* __restrict__ V, cons
 
         // ---- K dot: 2 m-tiles of 16 cells x 8 k-steps
         float c[2][4];
+#if KSPLIT
+        float c1[2][4];
+#endif
         #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
             c[mt][0] = c[mt][1] = c[mt][2] = c[mt][3] = 0.f;
+#if KSPLIT
+            c1[mt][0] = c1[mt][1] = c1[mt][2] = c1[mt][3] = 0.f;
+#endif
             uint32_t w[2][2];
             #pragma unroll
             for (int r = 0; r < 2; ++r)
@@ -173,9 +182,17 @@ oscar2_decode(const uint8_t* __restrict__ K, const uint8_t* __restrict__ V, cons
                 #pragma unroll
                 for (int k = 0; k < 4; ++k) {
                     const uint32_t msk = 0x00030003u << (2 * k);
+#if KSPLIT
+                    mma16816(b ? c1[mt] : c[mt], w[0][b] & msk, w[1][b] & msk, w0o & msk, w1o & msk, qb[4 * b + k][0], qb[4 * b + k][1]);
+#else
                     mma16816(c[mt], w[0][b] & msk, w[1][b] & msk, w0o & msk, w1o & msk, qb[4 * b + k][0], qb[4 * b + k][1]);
+#endif
                 }
             }
+#if KSPLIT
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) c[mt][i] += c1[mt][i];
+#endif
         }
         // ---- scores: d and m once per (cell, block); the partner column t^2 holds the other block
         float s[2][4];
@@ -392,7 +409,7 @@ int main(int argc, char** argv) {
     CK(cudaFuncSetAttribute(oscar2_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int bpsm = 0; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bpsm, oscar2_decode, NTHR, smem));
     cudaFuncAttributes fa; CK(cudaFuncGetAttributes(&fa, oscar2_decode));
-    printf("oscar2_decode: %d regs, %d stages (%zu B smem), %d blocks/SM\n", fa.numRegs, NSTAGES, smem, bpsm);
+    printf("oscar2_decode: %d regs, %d stages (%zu B smem), KSPLIT %d, %d blocks/SM\n", fa.numRegs, NSTAGES, smem, KSPLIT, bpsm);
 
     std::vector<int> sizes = {16384, 65536, 131072};
     int iters = argc > 1 ? atoi(argv[1]) : 200;
