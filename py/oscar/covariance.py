@@ -1,4 +1,4 @@
-"""Attention-aware covariances, float64 (../shared/OSCAR.md, "The method", steps 2-3).
+"""Attention-aware covariances, float64 (docs/method.md, "Offline: calibration", steps 2-3).
 
 Shapes (one attention layer, one sequence): ``q`` is ``[T, Hq, D]``, ``k`` and ``v``
 are ``[T, Hkv, D]``; query head ``j`` belongs to KV group ``j // G`` with

@@ -1,4 +1,4 @@
-"""Calibrated rotations ``R = U·H·P`` (../shared/OSCAR.md, "The method", step 4).
+"""Calibrated rotations ``R = U·H·P`` (docs/method.md, "Offline: calibration", step 4).
 
 Row-vector convention throughout: a key row ``k`` (shape ``[D]``) is rotated as
 ``k' = k @ R``; the query the same way, ``q' = q @ R``, so ``q'·k' = q·k`` because R
