@@ -10,6 +10,12 @@ still says which signal ended the process). SIGKILL cannot be caught: its leftov
 recognised by the next run by name (this output's, this tool's) and by its owner process
 being gone, and :func:`remove_stale` removes it with a one-line note. Nothing else is ever
 removed: a user's ``OUT.tmp`` or any other file stays as it is.
+
+Only a regular file is ever replaced: an existing ``OUT`` that is a symbolic link (to a file,
+dangling or not), a folder, a device such as ``/dev/null``, a FIFO or a socket is refused
+(:class:`NotRegularOutput`), with or without ``--force``, both before anything is written and
+again right before the rename (:func:`check_file_output`, :func:`replace`). A folder output
+(:func:`check_dir_output`) must be a folder, never a link to one.
 """
 from __future__ import annotations
 
@@ -27,6 +33,96 @@ from pathlib import Path
 SIGNALS = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
 
 _NAME = re.compile(r"^\.(?P<base>.+)\.(?P<tool>[a-z][a-z0-9-]*)-(?P<pid>[0-9]+)-(?P<rand>[0-9a-f]{8})\.(?P<kind>part|d)$")
+
+
+class WriteError(OSError):
+    """Creating or renaming an output's temporary failed (a folder that cannot hold files, no
+    permission, disk full): the OS's reason and the path. Not a refusal of the input: the
+    commands exit with 1 on it."""
+
+
+class NotRegularOutput(FileExistsError):
+    """An existing output that is not a regular file (or, for a folder output, not a folder):
+    it is never replaced or written through, ``--force`` or not."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISREG, "a regular file"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "of an unknown kind"
+
+
+def _lstat(p: Path) -> os.stat_result | None:
+    try:
+        return p.lstat()
+    except FileNotFoundError:
+        return None
+
+
+def check_file_output(dst: str | Path, what: str = "output") -> bool:
+    """Whether ``dst`` exists (as a regular file); raises :class:`NotRegularOutput` where it
+    exists as anything else. Symbolic links are not followed: a link, dangling or not, is refused."""
+    dst = Path(dst)
+    st = _lstat(dst)
+    if st is None:
+        return False
+    if stat.S_ISREG(st.st_mode):
+        return True
+    kind = _kind(st.st_mode)
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(dst)
+        except OSError:
+            target = "?"
+        fix = (f"give the path of a regular file instead (the link points to {target}), or remove the link "
+               "yourself first")
+    elif stat.S_ISDIR(st.st_mode):
+        fix = f"give a file name, e.g. {dst / 'out'}, or another path"
+    else:
+        fix = "choose another path (a regular file that does not exist yet, or one to overwrite)"
+    raise NotRegularOutput(f"{what} {dst} exists and is {kind}, not a regular file: only a regular file is ever "
+                           f"replaced (with or without --force), and a link is never written through; {fix}")
+
+
+def check_dir_output(dst: str | Path, what: str = "output folder") -> bool:
+    """Whether ``dst`` exists (as a folder); raises :class:`NotRegularOutput` where it exists as
+    anything else, a symbolic link to a folder included."""
+    dst = Path(dst)
+    st = _lstat(dst)
+    if st is None:
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        return True
+    kind = _kind(st.st_mode)
+    fix = ("give the folder's own path, or remove the link yourself first" if stat.S_ISLNK(st.st_mode)
+           else "choose another path for the folder")
+    raise NotRegularOutput(f"{what} {dst} exists and is {kind}, not a folder: it is never replaced or written "
+                           f"through; {fix}")
+
+
+def replace(tmp: str | Path, dst: str | Path, what: str = "output") -> None:
+    """``os.replace(tmp, dst)`` once :func:`check_file_output` accepts ``dst`` again (it may have
+    changed while ``tmp`` was written)."""
+    check_file_output(dst, what)
+    try:
+        os.replace(tmp, dst)
+    except OSError as e:
+        raise WriteError(f"cannot rename {tmp} to {dst}: {e.strerror or e}") from e
+
+
+def write_text(dst: str | Path, text: str, tool: str = "oscar", what: str = "output") -> None:
+    """Write ``text`` to ``dst`` atomically (a temporary beside it, renamed over it), refusing an
+    existing ``dst`` that is not a regular file."""
+    dst = Path(dst)
+    check_file_output(dst, what)
+    with Cleanup() as cleanup:
+        tmp = cleanup.add(create_temp_file(dst, tool))
+        tmp.write_text(text, encoding="utf-8")
+        replace(tmp, dst, what)
+        cleanup.discard(tmp)
 
 
 class Interrupted(BaseException):
@@ -53,6 +149,8 @@ def create_temp_file(dst: str | Path, tool: str) -> Path:
             return p
         except FileExistsError:
             continue
+        except OSError as e:
+            raise WriteError(f"cannot create {p} (the temporary of {dst}): {e.strerror or e}") from e
 
 
 def create_temp_dir(dst: str | Path, tool: str) -> Path:
@@ -64,6 +162,8 @@ def create_temp_dir(dst: str | Path, tool: str) -> Path:
             return p
         except FileExistsError:
             continue
+        except OSError as e:
+            raise WriteError(f"cannot create {p} (the temporary folder of {dst}): {e.strerror or e}") from e
 
 
 def pid_alive(pid: int) -> bool:

@@ -540,8 +540,10 @@ def main(argv: list[str] | None = None) -> int:
     written = []
     if a.out:
         out = Path(a.out)
+        from . import atomic
+        atomic.check_dir_output(out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "bench.md").write_text(md)
+        atomic.write_text(out / "bench.md", md)
         report.write_json(out / "bench.json", {"meta": meta, "rows": rows, "fits": fits})
         written += [str(out / "bench.md"), str(out / "bench.json")]
         try:
@@ -576,8 +578,10 @@ def equal_memory_main(a: argparse.Namespace, model: Path, bin_dir: Path, configs
     written = []
     if a.out:
         out = Path(a.out)
+        from . import atomic
+        atomic.check_dir_output(out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "eqmem.md").write_text(md)
+        atomic.write_text(out / "eqmem.md", md)
         report.write_json(out / "eqmem.json", {"meta": meta, "rows": rows})
         written = [str(out / "eqmem.md"), str(out / "eqmem.json")]
     n_bad = sum(1 for r in rows if r["status"] != "ok")

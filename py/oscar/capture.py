@@ -248,8 +248,9 @@ def save_dequantized(gguf_path: str | Path, folder: str | Path) -> ModelInfo:
     The saved weights are exactly the dequantised GGUF weights, so calibrating from the
     folder is the same as calibrating from the GGUF. Refuses an existing non-empty folder.
     """
+    from . import atomic
     folder = Path(folder)
-    if folder.exists() and any(folder.iterdir()):
+    if atomic.check_dir_output(folder) and any(folder.iterdir()):
         raise FileExistsError(f"{folder} exists and is not empty: remove it or choose another folder")
     if not Path(gguf_path).is_file():
         raise FileNotFoundError(f"{gguf_path}: no such GGUF file")

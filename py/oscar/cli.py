@@ -196,8 +196,12 @@ def convert_main(argv: list[str] | None = None) -> int:
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a = ap.parse_args(argv)
     out = Path(a.output)
+    from . import atomic
     try:
         return _convert(a, out)
+    except atomic.WriteError as e:  # creating or renaming the output failed: nothing was written
+        print(f"oscar-convert: error: {e}; {out} was not written", file=sys.stderr)
+        return 1
     except (ConvertError, ValueError, FileExistsError, FileNotFoundError, zoo.NoZooEntry) as e:
         print(f"oscar-convert: error: {e}", file=sys.stderr)
         return EXIT_ERROR
@@ -238,10 +242,8 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
     import time
     from . import atomic, calibrate as cal, gguf_io, hub, rotation, zoo
     t0 = time.time()
-    if out.exists() and not a.force:
+    if atomic.check_file_output(out) and not a.force:  # refuses a link, folder, device or FIFO, --force or not
         raise ConvertError(f"output {out} already exists: pass --force to overwrite it, or choose another -o")
-    if out.is_dir():
-        raise ConvertError(f"output {out} is a folder: give a file name, e.g. -o {out / 'model-oscar.gguf'}")
     if not out.resolve().parent.is_dir():
         raise ConvertError(f"the folder of output {out} ({out.resolve().parent}) does not exist: create it first")
     if a.calib_tokens < 64 or a.heldout_tokens < 400:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import kvmem, paths, report
+from . import atomic, kvmem, paths, report
 from . import perplexity as pp
 
 
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     md = "\n".join(parts)
     print(md)
     if md_path:
-        Path(md_path).write_text(md)
+        atomic.write_text(md_path, md)
     if js_path:
         report.write_json(js_path, {"meta": meta, "rows": rows, "passkey": pk_rows})
     from . import plot

@@ -246,6 +246,7 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     from tqdm import tqdm
     from . import atomic, limits
     src, dst = Path(src), Path(dst)
+    atomic.check_file_output(dst)  # a link, folder, device or FIFO is never replaced, --force or not
     if dst.exists() and dst.resolve() == src.resolve():
         raise FileExistsError(f"output {dst} is the input model: the input is never modified, choose another -o")
     if dst.exists() and not force:
@@ -328,7 +329,7 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
         tmp = cleanup.add(atomic.create_temp_file(dst, TEMP_TOOL))
         _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tokens, recent_tokens, calib_data,
                calib_tokens, objective, fold_v, folded, n_layer, progress, delay, means, plans, rot_q)
-        os.replace(tmp, dst)  # the output is replaced only here, by the complete file
+        atomic.replace(tmp, dst)  # the output is replaced only here, by the complete file
         cleanup.discard(tmp)
 
 

@@ -97,4 +97,5 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def write_json(path: str | Path, obj: dict) -> None:
-    Path(path).write_text(json.dumps(obj, indent=2, default=str) + "\n")
+    from . import atomic
+    atomic.write_text(path, json.dumps(obj, indent=2, default=str) + "\n")

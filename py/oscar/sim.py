@@ -959,10 +959,12 @@ def main(argv: list[str] | None = None) -> int:
         report["llama_cpp"] = {"model": Path(a.model).name, "rows": rows}
     report["setup"]["wall_s"] = time.time() - t0
     out = Path(a.out) if a.out else paths.ROOT / "results" / "sim" / f"{Path(a.model).stem}-ctx{a.ctx}"
+    from . import atomic
+    atomic.check_dir_output(out)
     out.mkdir(parents=True, exist_ok=True)
     md = markdown(report)
-    (out / "sim.md").write_text(md)
-    (out / "sim.json").write_text(json.dumps(report, indent=1) + "\n")
+    atomic.write_text(out / "sim.md", md)
+    atomic.write_text(out / "sim.json", json.dumps(report, indent=1) + "\n")
     print(md)
     print(summary_line(report))
     print(f"written: {out / 'sim.md'}, {out / 'sim.json'}", file=sys.stderr)

@@ -8,6 +8,7 @@ The tokenizer is a byte-level SentencePiece vocabulary (<unk>, <s>, </s> and the
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"oscar-synth: error: {opt} takes layer numbers separated by commas, got '{val}'", file=sys.stderr)
             return 1
     out = Path(a.output)
-    if out.exists():
+    if os.path.lexists(out):  # a dangling link too: write() would create its target
         print(f"oscar-synth: error: {out} exists; remove it first or choose another -o", file=sys.stderr)
         return 1
     if not out.resolve().parent.is_dir():

@@ -147,6 +147,7 @@ class Rotations:
         if self.weight_k is not None:
             arrays["weight_k"] = np.ascontiguousarray(self.stored_weight_k(), np.float32)
         meta = json.dumps(self.meta, sort_keys=True)
+        atomic.check_file_output(path, "rotation file")
         atomic.remove_stale(path, "oscar", "oscar")
         with atomic.Cleanup() as cleanup:
             tmp = cleanup.add(atomic.create_temp_file(path, "oscar"))
@@ -156,7 +157,7 @@ class Rotations:
             else:
                 with open(tmp, "wb") as f:
                     np.savez_compressed(f, **arrays, meta=np.array(meta))
-            os.replace(tmp, path)
+            atomic.replace(tmp, path, "rotation file")
             cleanup.discard(tmp)
         return path
 
@@ -469,11 +470,7 @@ def find(shape: ModelShape, per_head: bool | None = None) -> tuple[Path, dict]:
 
 def _atomic_write_text(path: Path, text: str) -> None:
     from . import atomic
-    with atomic.Cleanup() as cleanup:
-        tmp = cleanup.add(atomic.create_temp_file(path, "oscar"))
-        tmp.write_text(text)
-        os.replace(tmp, path)
-        cleanup.discard(tmp)
+    atomic.write_text(path, text, "oscar", "zoo manifest")
 
 
 def add(folder: str | Path, name: str, rot: Rotations, half: bool = False, suffix: str = ".npz") -> Path:
@@ -603,7 +600,7 @@ def push_folder(out: str | Path, repo: str = "OWNER/REPO", names: list[str] | No
     temporary folder beside it, renamed at the end. Returns the files written."""
     from . import atomic
     out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if atomic.check_dir_output(out) and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not an empty folder: choose a new folder")
     hits: dict[str, tuple[Path, dict]] = {}
     for d, e in entries():
@@ -638,7 +635,7 @@ def push_folder(out: str | Path, repo: str = "OWNER/REPO", names: list[str] | No
         (tmp / MANIFEST).write_text(json.dumps({"entries": items}, indent=1, sort_keys=True) + "\n")
         (tmp / "README.md").write_text(_CARD.format(repo=repo, table="\n".join(rows), n=len(items),
                                                     example=items[0]["file"]))
-        if out.exists():
+        if atomic.check_dir_output(out):
             out.rmdir()  # empty (checked above)
         mask = os.umask(0)
         os.umask(mask)
