@@ -37,6 +37,8 @@ def edge_cases(rng: np.random.Generator) -> dict[str, np.ndarray]:
         "grid": np.tile(half_steps, 8),
         "ties": ties,
         "uniform": rng.uniform(-3, 3, n).astype(np.float32),
+        # +0 and -0 compare equal: the first of them in a block is its minimum and maximum, as in C
+        "signed_zeros": np.where(rng.random(n) < 0.5, np.float32(0.0), np.float32(-0.0)),
     }
 
 

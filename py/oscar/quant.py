@@ -34,9 +34,12 @@ def _asym_codes(x: np.ndarray, top: int, name: str) -> tuple[np.ndarray, np.ndar
     if x.size % QK:
         raise ValueError(f"{name} needs a multiple of {QK} values, got {x.size}")
     xb = np.clip(x.reshape(-1, QK), -F16_MAX, F16_MAX)  # NaN stays NaN
-    with np.errstate(invalid="ignore"):
-        mn = np.nanmin(np.where(np.isnan(xb), np.float32(np.inf), xb), axis=1)
-        mx = np.nanmax(np.where(np.isnan(xb), np.float32(-np.inf), xb), axis=1)
+    # the first of equal extremes, as C's running `v < mn` / `v > mx` keeps it (+0 and -0 tie)
+    lo = np.where(np.isnan(xb), np.float32(np.inf), xb)
+    hi = np.where(np.isnan(xb), np.float32(-np.inf), xb)
+    rows = np.arange(xb.shape[0])
+    mn = lo[rows, np.argmin(lo, axis=1)]
+    mx = hi[rows, np.argmax(hi, axis=1)]
     all_nan = mn > mx
     mn[all_nan] = 0
     mx[all_nan] = 0
