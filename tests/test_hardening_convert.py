@@ -376,6 +376,11 @@ def test_limits_json_values():
     assert j["rotation_tensors"] == [gguf_io.ROT_K, gguf_io.ROT_V]
     assert (limits.CLIP_RATIO_MIN_EXCLUSIVE, limits.CLIP_RATIO_MAX, limits.WINDOW_TOKENS_MAX,
             limits.ROTATION_ORTHOGONALITY_TOL, limits.OSCAR2_BLOCK) == (0.0, 1.0, 2147483647, 1e-3, 64)
+    assert j["centring_mean_abs_max"] == 1e4 and j["key_weighting_gain_max"] == 1e3
+    assert j["key_weighting_cond_max"] == 1e4
+    assert j["centring_mean_tensors"] == [gguf_io.MEAN_K, gguf_io.MEAN_V]
+    assert j["key_weighting_tensors"] == [gguf_io.ROT_K, gguf_io.ROT_Q]
+    assert (limits.CENTRING_MEAN_ABS_MAX, limits.WEIGHT_K_GAIN_MAX, limits.WEIGHT_K_COND_MAX) == (1e4, 1e3, 1e4)
 
 
 def test_limits_json_is_package_data():
@@ -484,6 +489,105 @@ def test_check_rotations():
         limits.check_rotations(r, "rot_k")
     with pytest.raises(ValueError, match=r"\[n_layer, D, D\]"):
         limits.check_rotations(r[0, 0], "rot_k")
+
+
+# centring means and key weightings: finite but out of range gave NaN in llama.cpp
+
+def test_bundled_calibrations_pass_with_margin():
+    """Every bundled zoo entry stays a factor of 10 or more inside the limits on centring means
+    and key weightings (largest |mean| 403, gain 15.8, condition number 58 when chosen)."""
+    files = sorted((paths.ROOT / "zoo").glob("*.npz"))
+    assert len(files) >= 4
+    for f in files:
+        r = zoo.Rotations.load(f)
+        for m in (r.mean_k, r.mean_v):
+            assert np.abs(m).max() <= limits.CENTRING_MEAN_ABS_MAX / 10, f
+        w = np.asarray(r.weight_k, np.float64)
+        ev = np.linalg.eigvalsh(w)
+        assert ev.max() <= limits.WEIGHT_K_GAIN_MAX / 10 and 1 / ev.min() <= limits.WEIGHT_K_GAIN_MAX / 10, f
+        assert (ev.max(-1) / ev.min(-1)).max() <= limits.WEIGHT_K_COND_MAX / 10, f
+        kq = limits.check_rotation_pair(r.key_matrix[0], r.query_matrix[0])  # as the converter writes them
+        assert kq[0].dtype == np.float32
+
+
+def test_check_centring_means():
+    m = np.zeros((3, 2, 64), np.float32)
+    m[1, 1, 5] = -limits.CENTRING_MEAN_ABS_MAX  # inclusive
+    assert limits.check_centring_means(m, "mean_k", 3).dtype == np.float32
+    for v, says in ((float(np.nextafter(np.float32(1e4), np.float32(np.inf))), "10000, over the allowed 10000"),
+                    (1e6, "1e+06, over the allowed 10000"), (np.nan, "a non-finite value"),
+                    (-np.inf, "a non-finite value")):
+        bad = m.copy()
+        bad[2, 1, 7] = v
+        with pytest.raises(ValueError) as e:
+            limits.check_centring_means(bad, "mean_v", 3, "the fix", gguf_io.MEAN_V)
+        msg = str(e.value)
+        assert msg.startswith("blk.2.attn_v_oscar_mean holds ") and says in msg, msg
+        assert "(layer 2, KV head 1, element 7)" in msg and msg.endswith("; the fix"), msg
+    with pytest.raises(ValueError, match=r"mean_k has float32 shape \(3, 64\)"):
+        limits.check_centring_means(m[:, 0], "mean_k")
+
+
+def _weighted_pair(d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """R_K = diag(d) H, R_Q = diag(1/d) H with H the 64-point Hadamard matrix: exact in float32
+    for powers of two, so R_Q R_Kᵀ = I exactly and only the gains and the condition number vary."""
+    h = hadamard(64)
+    return (d[:, None] * h).astype(np.float32), ((1 / d)[:, None] * h).astype(np.float32)
+
+
+@pytest.mark.parametrize("d,says", [
+    (np.full(64, 512.0), None),                                 # gain 512, condition number 1
+    (np.r_[np.full(32, 64.0), np.full(32, 1 / 64)], None),      # gains 64, condition number 4096
+    (np.full(64, 2048.0), "blk.4.attn_k_oscar_rot: the key weighting's gain (largest singular value) is 2.05e+03, allowed <= 1000"),
+    (np.full(64, 1 / 2048), "blk.4.attn_q_oscar_rot: the key weighting's gain (largest singular value) is 2.05e+03"),
+    (np.r_[np.full(32, 128.0), np.full(32, 1 / 128)], "too ill-conditioned (condition number ‖R_K‖₂·‖R_Q‖₂ = 1.64e+04, allowed <= 10000)"),
+], ids=["gain-inside", "cond-inside", "gain-k", "gain-q", "cond"])
+def test_check_rotation_pair_gain_and_condition(d, says):
+    rk, rq = _weighted_pair(d)
+    if says is None:
+        limits.check_rotation_pair(rk, rq, gguf_io.ROT_K.format(4), gguf_io.ROT_Q.format(4))
+    else:
+        with pytest.raises(ValueError) as e:
+            limits.check_rotation_pair(rk, rq, gguf_io.ROT_K.format(4), gguf_io.ROT_Q.format(4))
+        assert says in str(e.value), str(e.value)
+
+
+def test_check_key_weighting_gain():
+    """A weighting scaled as a whole keeps its condition number; its gain is bounded instead."""
+    limits.check_key_weighting(np.eye(64) * 999, "weight_k", 0)
+    with pytest.raises(ValueError, match=r"weight_k\[0\] \(layer 0\) scales too far \(largest eigenvalue of W 1\.1e\+03"):
+        limits.check_key_weighting(np.eye(64) * 1100, "weight_k", 0)
+    with pytest.raises(ValueError, match=r"of W⁻¹ 1\.1e\+03"):
+        limits.check_key_weighting(np.eye(64) / 1100, "weight_k", 0)
+
+
+@pytest.mark.parametrize("case", ["mean+1e6", "weight*1e4"])
+def test_convert_refuses_out_of_range_calibration(model, shape, tmp_path, capsys, case):
+    """The issue's two files: a rotation file whose mean_k has 1e6 added, and one whose key
+    weighting is scaled by 1e4 (R_K by 1e4, R_Q by 1e-4: still each other's inverse). Both
+    converted with exit status 0 before and gave NaN in llama.cpp; now exit 2, nothing written."""
+    L, d = shape.n_layer, shape.head_dim
+    r = rotations_for(shape)
+    r.mean_k = np.zeros((L, shape.n_head_kv, d), np.float32)
+    r.mean_v = np.zeros((L, shape.n_head_kv, d), np.float32)
+    r.weight_k = np.stack([np.eye(d, dtype=np.float32)] * L)
+    if case == "mean+1e6":
+        r.mean_k[1] += 1e6
+        says = "mean_k[1] holds 1e+06, over the allowed 10000 (layer 1, KV head 0, element 0)"
+    else:
+        says = "weight_k[0] (layer 0) scales too far (largest eigenvalue of W 1e+04"
+    f = tmp_path / "rot.npz"
+    raw_npz(f, r, mean_k=r.mean_k, mean_v=r.mean_v,
+            weight_k=(r.weight_k * (1e4 if case == "weight*1e4" else 1)).diagonal(axis1=1, axis2=2).copy())
+    out = tmp_path / "o.gguf"
+    rc, err = run_convert([str(model), "--rotations", str(f), "-o", str(out)], capsys)
+    assert rc == 2 and says in err, err
+    assert not out.exists()
+    with pytest.raises(ValueError, match=r"blk\.1\.attn_k_oscar_mean holds 1e\+06"):  # the writer checks as well
+        gguf_io.write_oscar_gguf(model, out, r.rot_k, r.rot_v, r.clip_k, r.clip_v, 64, 256, "t", 1, "t",
+                                 progress=False, mean_k=np.zeros_like(r.mean_k) + np.float32(1e6) * (np.arange(L) == 1)[:, None, None],
+                                 mean_v=r.mean_v)
+    assert not out.exists()
 
 
 # ----------------------------------------------------------------------------- 3. atomic writes and signals

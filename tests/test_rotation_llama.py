@@ -430,11 +430,43 @@ def _loads(bin_dir: Path, model: Path, text: Path) -> tuple[bool, str]:
     return p.returncode == 0, p.stdout + p.stderr
 
 
-@pytest.mark.parametrize("what", ["clip_max", "clip_min", "window_max", "rotation_tol"])
+def _mean(layer: int, value: float) -> dict[str, np.ndarray]:
+    """Centring means for one layer, zero but for one element of KV head 1."""
+    m = np.zeros((N_HEAD_KV, HEAD_DIM), np.float32)
+    m[1, 7] = value
+    return {f"blk.{layer}.attn_k_oscar_mean": m}
+
+
+def _pair(layer: int, d: np.ndarray) -> dict:
+    """Layer ``layer``'s key weighting replaced by R_K = diag(d) H, R_Q = diag(1/d) H (H the
+    64-point Hadamard matrix, d powers of two: exact in float32, so R_Q R_Kᵀ = I exactly and only
+    the gains, max d and max 1/d, and the condition number, max d / min d, vary)."""
+    from oscar.rotation import hadamard
+    h = hadamard(HEAD_DIM)
+    rk, rq = (d[:, None] * h).astype(np.float32), ((1 / d)[:, None] * h).astype(np.float32)
+    return dict(weighted=True, edit={f"blk.{layer}.attn_k_oscar_rot": lambda r: rk,
+                                     f"blk.{layer}.attn_q_oscar_rot": lambda r: rq})
+
+
+def _halves(a: float, b: float) -> np.ndarray:
+    return np.r_[np.full(HEAD_DIM // 2, a), np.full(HEAD_DIM // 2, b)]
+
+
+@pytest.mark.parametrize("what", ["clip_max", "clip_min", "window_max", "rotation_tol", "mean_max", "weight_gain",
+                                  "weight_cond"])
 def test_runtime_limits_are_the_converters(what, smollm2, tmp_path, wiki_slice, bin_dir):
     """llama.cpp accepts each value just inside py/oscar/limits.json's limits (the list the
-    converter checks before writing) and refuses it just outside, naming the key or tensor."""
+    converter checks before writing) and refuses it just outside, naming the key or tensor.
+    Centring means: |mean| <= centring_mean_abs_max (inclusive; the next float32 is refused);
+    key weightings: the gain of R_K (or R_Q) <= key_weighting_gain_max, R_K's gain at half and at
+    twice the limit; the condition number ‖R_K‖₂‖R_Q‖₂ <= key_weighting_cond_max, at 0.41 and
+    1.6 times the limit with both gains well inside theirs."""
     tol = LIMITS["rotation_orthogonality_tol"]
+    mean_max = np.float32(LIMITS["centring_mean_abs_max"])
+    gain = LIMITS["key_weighting_gain_max"]
+    cond = LIMITS["key_weighting_cond_max"]
+    p2 = lambda x: 2.0 ** np.round(np.log2(x))  # noqa: E731 (a power of two near x)
+    assert p2(gain / 2) * 2 > gain and p2(cond ** 0.5 / 1.5) ** 2 <= cond < p2(cond ** 0.5 * 1.2) ** 2
     inside, outside, says = {
         "clip_max": (dict(clip_k=LIMITS["clip_ratio_max"]), dict(clip_k=float(np.nextafter(np.float32(LIMITS["clip_ratio_max"]), np.float32(2)))),
                      "oscar.clip_k"),
@@ -444,11 +476,38 @@ def test_runtime_limits_are_the_converters(what, smollm2, tmp_path, wiki_slice, 
         # |R R^T - I| of (1 + e) R is about 2e
         "rotation_tol": (dict(edit={"blk.4.attn_k_oscar_rot": lambda r: r * np.float32(1 + tol / 4)}),
                          dict(edit={"blk.4.attn_k_oscar_rot": lambda r: r * np.float32(1 + tol)}), "blk.4.attn_k_oscar_rot"),
+        "mean_max": (dict(means=_mean(3, -mean_max)), dict(means=_mean(3, np.nextafter(mean_max, np.float32(np.inf)))),
+                     "tensor 'blk.3.attn_k_oscar_mean' holds 10000"),
+        "weight_gain": (_pair(4, np.full(HEAD_DIM, p2(gain / 2))), _pair(4, np.full(HEAD_DIM, 2 * p2(gain / 2) * 2)),
+                        "tensor 'blk.4.attn_k_oscar_rot': the key weighting's gain"),
+        "weight_cond": (_pair(4, _halves(p2(cond ** 0.5 / 1.5), 1 / p2(cond ** 0.5 / 1.5))),
+                        _pair(4, _halves(p2(cond ** 0.5 * 1.2), 1 / p2(cond ** 0.5 * 1.2))),
+                        "tensor 'blk.4.attn_k_oscar_rot': the key weighting's condition number"),
     }[what]
     ok, out = _loads(bin_dir, write_converted(smollm2, tmp_path / "inside.gguf", **inside), wiki_slice)
     assert ok, out[-3000:]
     ok, out = _loads(bin_dir, write_converted(smollm2, tmp_path / "outside.gguf", **outside), wiki_slice)
     assert not ok and says in out, out[-3000:]
+
+
+@pytest.mark.parametrize("case", ["mean+1e6", "scaled-pair"])
+def test_out_of_range_calibration_is_refused(case, smollm2, tmp_path, wiki_slice, bin_dir):
+    """The issue's two files, written past the converter: a centring mean with 1e6 added, and a
+    key weighting with R_K scaled by 1e4 and R_Q by 1e-4 (still each other's inverse). Both
+    loaded before and printed nan with exit status 0; now llama.cpp refuses them at load,
+    naming the layer, the tensor and the limit."""
+    if case == "mean+1e6":
+        m = np.full((N_HEAD_KV, HEAD_DIM), 1e6, np.float32)
+        kw = dict(means={"blk.2.attn_k_oscar_mean": m})
+        says = ("oscar: layer 2: tensor 'blk.2.attn_k_oscar_mean' holds 1e+06 at element 0 of KV head 0, over the "
+                f"allowed |mean| <= {LIMITS['centring_mean_abs_max']:g}")
+    else:
+        kw = dict(weighted=True, edit={"blk.5.attn_k_oscar_rot": lambda r: r * np.float32(1e4),
+                                       "blk.5.attn_q_oscar_rot": lambda r: r * np.float32(1e-4)})
+        says = "oscar: layer 5: tensor 'blk.5.attn_k_oscar_rot': the key weighting's gain (largest singular value) is "
+    ok, out = _loads(bin_dir, write_converted(smollm2, tmp_path / "bad.gguf", **kw), wiki_slice)
+    assert not ok and says in out, out[-3000:]
+    assert "convert the original model again" in out, out[-3000:]
 
 
 def test_clip_ratio_is_validated(smollm2, tmp_path, wiki_slice, bin_dir):

@@ -278,14 +278,12 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     for name, m, fmt in (("mean_k", mean_k, MEAN_K), ("mean_v", mean_v, MEAN_V)):
         if m is None or (fold_v and name == "mean_v"):
             continue
-        m = np.ascontiguousarray(m, dtype=np.float32)
+        with np.errstate(over="ignore"):
+            m = np.ascontiguousarray(m, dtype=np.float32)
         if m.ndim != 3 or m.shape[0] != n_layer or m.shape[2] != hd or (n_kv is not None and m.shape[1] != n_kv):
             raise ValueError(f"{name} has shape {m.shape}; expected ({n_layer}, n_head_kv, {hd}): it does not fit "
                              f"this model; {fix}")
-        bad = np.argwhere(~np.isfinite(m))
-        if len(bad):
-            raise ValueError(f"{fmt.format(int(bad[0][0]))} holds a non-finite value ({m[tuple(bad[0])]}); {fix}")
-        means[fmt] = m
+        means[fmt] = limits.check_centring_means(m, name, n_layer, fix, fmt)
     plans = []
     if (plan_k is None) != (plan_v is None):
         raise ValueError("a precision plan needs both cache_type_k and cache_type_v; " + fix)

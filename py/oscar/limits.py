@@ -16,8 +16,13 @@ allowed range; ``fix``, where given, is appended to say what to do.
   size oscar2 can hold; with key weighting (``blk.N.attn_q_oscar_rot`` present) the key
   matrix ``R_K`` is no longer orthogonal and the pair is checked instead: finite, one shape,
   ``max |R_Q R_Kᵀ - I| <= ROTATION_ORTHOGONALITY_TOL`` (:func:`check_rotation_pair`);
+  that pair's gains (largest singular values) are each ``<= WEIGHT_K_GAIN_MAX`` and their
+  product (the condition number of W) ``<= WEIGHT_K_COND_MAX``;
 - key weightings (``weight_k`` of a rotation file, never in a GGUF): finite, symmetric,
-  positive definite, condition number ``<= WEIGHT_K_COND_MAX`` (:func:`check_key_weighting`);
+  positive definite, largest eigenvalue of W and of W⁻¹ ``<= WEIGHT_K_GAIN_MAX``, condition
+  number ``<= WEIGHT_K_COND_MAX`` (:func:`check_key_weighting`);
+- centring means (``blk.N.attn_{k,v}_oscar_mean``, a rotation file's ``mean_k``/``mean_v``):
+  finite, every ``|mean| <= CENTRING_MEAN_ABS_MAX`` (:func:`check_centring_means`);
 - head sizes oscar2 can hold: multiples of ``OSCAR2_BLOCK`` (it stores blocks of 64 values).
 """
 from __future__ import annotations
@@ -41,8 +46,12 @@ WINDOW_TOKENS_MIN: int = int(LIMITS["window_tokens_min"])
 WINDOW_TOKENS_MAX: int = int(LIMITS["window_tokens_max"])
 ROTATION_ORTHOGONALITY_TOL: float = float(LIMITS["rotation_orthogonality_tol"])
 OSCAR2_BLOCK: int = int(LIMITS["oscar2_block"])
-#: largest condition number of a key weighting W (a rotation file's weight_k); Python only
-WEIGHT_K_COND_MAX: float = 1e4
+#: largest condition number of a key weighting W (``‖R_K‖₂·‖R_Q‖₂`` in a GGUF)
+WEIGHT_K_COND_MAX: float = float(LIMITS["key_weighting_cond_max"])
+#: largest gain of R_K and of R_Q (largest eigenvalue of W and of W⁻¹)
+WEIGHT_K_GAIN_MAX: float = float(LIMITS["key_weighting_gain_max"])
+#: largest magnitude of a centring mean
+CENTRING_MEAN_ABS_MAX: float = float(LIMITS["centring_mean_abs_max"])
 CLIP_RATIO_KEYS: tuple[str, ...] = tuple(LIMITS["clip_ratio_keys"])
 WINDOW_TOKENS_KEYS: tuple[str, ...] = tuple(LIMITS["window_tokens_keys"])
 
@@ -174,6 +183,17 @@ def check_rotation_pair(r_k: Any, r_q: Any, key: str = "rot_k", key_q: str = "ro
             raise _fail(f"{_where(key_q, layer, head)}: the query rotation is not the inverse transpose of the key "
                         f"rotation {_where(key, layer, head)} (max |R_Q R_Kᵀ - I| = {err:.3g}, allowed "
                         f"<= {ROTATION_ORTHOGONALITY_TOL:g}): attention scores would change", fix)
+        gains = {}
+        for k, m in ((key, mk), (key_q, mq)):
+            g = gains[k] = float(np.linalg.norm(m.astype(np.float64), 2))
+            if not g <= WEIGHT_K_GAIN_MAX:
+                raise _fail(f"{_where(k, layer, head)}: the key weighting's gain (largest singular value) is {g:.3g}, "
+                            f"allowed <= {WEIGHT_K_GAIN_MAX:g}: the cached keys or the queries would be scaled past "
+                            "what 16-bit arithmetic holds", fix)
+        cond = gains[key] * gains[key_q]
+        if not cond <= WEIGHT_K_COND_MAX:
+            raise _fail(f"{_where(key, layer, head)}: the key weighting is too ill-conditioned (condition number "
+                        f"‖R_K‖₂·‖R_Q‖₂ = {cond:.3g}, allowed <= {WEIGHT_K_COND_MAX:g})", fix)
     return a, b
 
 
@@ -203,4 +223,30 @@ def check_key_weighting(w: Any, key: str = "weight_k", layer: int | None = None,
         if not ev[-1] / ev[0] <= WEIGHT_K_COND_MAX:
             raise _fail(f"{w_} is too ill-conditioned (condition number {ev[-1] / ev[0]:.3g}, allowed "
                         f"<= {WEIGHT_K_COND_MAX:g})", fix)
+        if not max(ev[-1], 1 / ev[0]) <= WEIGHT_K_GAIN_MAX:
+            raise _fail(f"{w_} scales too far (largest eigenvalue of W {ev[-1]:.3g}, of W⁻¹ {1 / ev[0]:.3g}, allowed "
+                        f"<= {WEIGHT_K_GAIN_MAX:g}; calibration makes mean(d²) = 1)", fix)
+    return a
+
+
+def check_centring_means(m: Any, key: str = "mean_k", n_layer: int | None = None, fix: str | None = None,
+                         tensor: str | None = None) -> np.ndarray:
+    """All layers' centring means, ``[L, n_head_kv, D]``, returned float32: finite, every
+    ``|mean| <= CENTRING_MEAN_ABS_MAX``. ``tensor`` (``blk.{}.attn_k_oscar_mean``) names a
+    layer's GGUF tensor in the message; else ``key[layer]``."""
+    a = np.asarray(m)
+    if a.dtype.kind not in "fiu" or a.ndim != 3 or (n_layer is not None and a.shape[0] != n_layer):
+        raise _fail(f"{key} has {a.dtype} shape {a.shape}; centring means are float32 [n_layer, n_head_kv, D]"
+                    + ("" if n_layer is None else f" with n_layer {n_layer}"), fix)
+    with np.errstate(over="ignore"):
+        a = np.ascontiguousarray(a, dtype=np.float32)
+    for i, layer in enumerate(a):
+        bad = np.argwhere(~(np.abs(layer) <= CENTRING_MEAN_ABS_MAX))  # (NaN is refused too)
+        if len(bad):
+            h, j = (int(x) for x in bad[0])
+            v = float(layer[h, j])
+            what = "a non-finite value" if not math.isfinite(v) else f"{v:g}, over the allowed {CENTRING_MEAN_ABS_MAX:g}"
+            where = tensor.format(i) if tensor else f"{key}[{i}]"
+            raise _fail(f"{where} holds {what} (layer {i}, KV head {h}, element {j}): a centring mean must be finite "
+                        f"with |mean| <= {CENTRING_MEAN_ABS_MAX:g}", fix)
     return a

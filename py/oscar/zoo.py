@@ -320,6 +320,9 @@ class Rotations:
                 limits.check_head_dim(int(rk.shape[-1]), "rot_k: D")
             self.clip_k = limits.check_clip_ratios(self.clip_k, "clip_k")
             self.clip_v = limits.check_clip_ratios(self.clip_v, "clip_v")
+            for name in MEANS:
+                if getattr(self, name) is not None:
+                    setattr(self, name, limits.check_centring_means(getattr(self, name), name, rk.shape[0]))
         except ValueError as e:
             raise bad(str(e)) from e
         self.check_weight_k(source)
