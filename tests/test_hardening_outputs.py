@@ -1,12 +1,14 @@
-"""Hardening of what the package writes: an existing output that
+"""Hardening of what the package writes and of its small front doors: an existing output that
 is not a regular file (a device, a FIFO, a symbolic link, a folder) is never replaced or
-written through, with or without --force; a write that fails is exit status 1.
+written through, with or without --force; bad arguments to oscar.load, oscar-convert and
+oscar zoo are refused up front with one message naming the problem and the fix.
 
 Everything runs on a tiny synthetic model (py/oscar/synthetic.py): no download.
 """
 from __future__ import annotations
 
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -187,7 +189,18 @@ def test_synth_refuses_dangling_link(tmp_path, capsys):
     assert not (tmp_path / "nowhere.gguf").exists()
 
 
-# ----------------------------------------------------------------------------- a write that fails
+# ----------------------------------------------------------------------------- oscar-convert's messages and exit status
+
+def test_kv_bits_message_states_what_oscar2_costs(model, rot_file, tmp_path, capsys):
+    """The --kv-bits range error states the bits of every layer in oscar2 as the converter's plan
+    counts them: 20-byte blocks of 64 values (2.5 bits) plus the 16-bit window pool of
+    64 + 256 + 64 + 1 slots per layer over 32768 cells: 2.69, not "about 2.9"."""
+    rc = cli.convert_main([str(model), "--rotations", str(rot_file), "-o", str(tmp_path / "o.gguf"), "-q",
+                           "--kv-bits", "1.5"])
+    err = capsys.readouterr().err
+    want = 8 * 20 / 64 + 16 * (64 + 256 + 64 + 1) / 32768
+    assert rc == 2 and f"costs {want:.2f} at 32k tokens" in err and "2.9" not in err, err
+
 
 def test_unwritable_output_exits_1(model, rot_file, tmp_path):
     """A write that fails (here: the output's folder is a file's path under /proc, where nothing
@@ -202,3 +215,58 @@ def test_unwritable_output_exits_1(model, rot_file, tmp_path):
         capture_output=True, text=True).stdout
 
 
+# ----------------------------------------------------------------------------- oscar.load's arguments
+
+@pytest.mark.parametrize("kw,says", [
+    (dict(kv=None), "a KV cache type is a name"),
+    (dict(kv=True), "a KV cache type is a name"),
+    (dict(kv="oscar9"), "unknown KV cache type 'oscar9'"),
+    (dict(n_ctx=-1), "n_ctx must be a number of tokens"),
+    (dict(n_ctx=1.5), "n_ctx must be a number of tokens"),
+    (dict(kv="oscar3", flash_attn=False), "the K and V cache in oscar3 is read by flash attention only"),
+    (dict(kv="f16", kv_k="oscar2", flash_attn=False), "the K cache in oscar2 is read by flash attention only"),
+    (dict(kv="q8_0", flash_attn=False), "a quantised V cache (q8_0) is read by flash attention only"),
+], ids=["none", "bool", "unknown", "n_ctx-negative", "n_ctx-float", "oscar3-no-fa", "oscar2-k-no-fa", "q8_0-v-no-fa"])
+def test_load_validates_up_front(model, kw, says):
+    """Refused with a ValueError naming the argument before llama.cpp is called (which would say
+    only "Failed to create llama_context", or raise an AttributeError for kv=None)."""
+    import oscar
+    with pytest.raises(ValueError) as e:
+        oscar.load(model, **kw)
+    assert says in str(e.value)
+
+
+# ----------------------------------------------------------------------------- oscar zoo
+
+@pytest.mark.parametrize("repo", ['"; rm -rf / #', "owner", "a/b/c", "-x/y", "o/..", "o/" + "n" * 97, "o/n m"])
+def test_zoo_push_refuses_bad_repo_id(tmp_path, capsys, repo):
+    assert cli.oscar_main(["zoo", "push", str(tmp_path / "out"), f"--repo={repo}"]) == 1
+    err = capsys.readouterr().err
+    assert "is not a Hugging Face repository id" in err and "OWNER/NAME" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_zoo_push_prints_a_quoted_command(tmp_path, capsys):
+    """The printed `hf upload` command, split as a shell splits it, is exactly hf upload REPO DIR
+    (DIR with a space and a quote in its name)."""
+    out = tmp_path / "my zoo's copy"
+    assert cli.oscar_main(["zoo", "push", str(out), "--repo", "me/rot.ations-1", "--entry", "smollm2-135m"]) == 0
+    err = capsys.readouterr().err
+    cmd = err.split("upload it with: ", 1)[1].strip()
+    assert shlex.split(cmd) == ["hf", "upload", "me/rot.ations-1", str(out)]
+
+
+def test_oscar_zoo_missing_folder_warns(tmp_path, capsys, monkeypatch):
+    """OSCAR_ZOO naming no folder: one warning naming the variable and the path; the bundled zoo
+    is still searched."""
+    monkeypatch.setenv("OSCAR_ZOO", str(tmp_path / "no-such-zoo"))
+    monkeypatch.setattr(zoo, "_WARNED_ZOO", set())
+    assert zoo.zoo_dirs() == [zoo.BUNDLED_ZOO]
+    zoo.zoo_dirs()
+    err = capsys.readouterr().err
+    assert err.count("warning") == 1, err
+    assert f"OSCAR_ZOO={tmp_path / 'no-such-zoo'} does not exist" in err and "unset OSCAR_ZOO" in err, err
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("OSCAR_ZOO", str(tmp_path / "a-file"))
+    assert cli.oscar_main(["zoo", "list"]) == 0
+    assert f"OSCAR_ZOO={tmp_path / 'a-file'} is not a folder" in capsys.readouterr().err

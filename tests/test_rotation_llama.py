@@ -67,7 +67,8 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
                     rotations: bool = True, f32: bool = False, f16: bool = False,
                     edit: dict[str, Callable[[np.ndarray], np.ndarray]] | None = None,
                     sink: int = 64, recent: int = 256, means: dict[str, np.ndarray] | None = None,
-                    plan: tuple[list[str], list[str]] | None = None, weighted: bool = False) -> Path:
+                    plan: tuple[list[str], list[str]] | None = None, weighted: bool = False,
+                    version: int = 1) -> Path:
     """Copy every tensor and key of ``src`` and add OSCAR rotations and metadata.
 
     Rotations: numpy R (D, D), or (Hkv, D, D) per KV head, with k' = k @ R.
@@ -86,6 +87,7 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
     plan: (cache types of K, of V), one name per layer (``oscar.cache_type_k/v``).
     weighted: key weighting: keys take R_K = W R and queries R_Q = W^-1 R (``attn_q_oscar_rot``)
     with a random symmetric positive definite W per layer (per KV head with ``per_head``).
+    version: ``oscar.version`` (1 is the layout llama.cpp reads).
     Shapes (layers, head size, KV heads) are read from ``src``.
     """
     import gguf
@@ -116,7 +118,7 @@ def write_converted(src: Path, dst: Path, per_head: bool = False, clip_k: float 
         writer.close()
         return dst
 
-    writer.add_uint32("oscar.version", 1)
+    writer.add_uint32("oscar.version", version)
     writer.add_array("oscar.clip_k", [float(clip_k)] * n_layer)
     writer.add_array("oscar.clip_v", [float(clip_v)] * n_layer)
     writer.add_uint32("oscar.sink_tokens", sink)

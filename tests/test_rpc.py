@@ -105,3 +105,17 @@ def test_attention_on_another_backend_than_its_layer(bin_dir, smollm2_oscar, wik
         assert re.search(r"RPC\d+\[" + re.escape(a) + r"\].*KV buffer size = +[1-9]", log), log[-3000:]
         assert "WARNING: oscar2 KV cache: flash attention of 30 of 30 layers does not run where the layer runs" in log
     assert round(remote.ppl, 4) == round(local.ppl, 4), (local.ppl, remote.ppl)
+
+
+def test_refuse_ops_warns_of_names_that_are_no_op(bin_dir, smollm2_oscar, wiki_slice, tmp_path):
+    """GGML_RPC_REFUSE_OPS with a misspelt name refused nothing, silently: each name that is no
+    ggml op is now reported once, by name; the known one still takes effect (the attention runs
+    off the RPC device, as in the test above)."""
+    kv = pp.KVConfig("oscar2", "oscar2", env={"GGML_RPC_REFUSE_OPS": "FLASH_ATTN_EXT,,FLASH_ATTN_EXTT"})
+    with rpc_server(bin_dir, tmp_path / "rpc0.log") as a:
+        res = pp.run(smollm2_oscar, wiki_slice, kv, ctx=128, chunks=1, threads=1,
+                     extra=[*WINDOWS, *LOG, "--rpc", a, "-ngl", "99"])
+    log = res.log
+    assert log.count("GGML_RPC_REFUSE_OPS names 'FLASH_ATTN_EXTT', which is no ggml op") == 1, log[-3000:]
+    assert "names 'FLASH_ATTN_EXT'," not in log and "names ''" not in log
+    assert "WARNING: oscar2 KV cache: flash attention of 30 of 30 layers does not run where the layer runs" in log

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -250,8 +251,12 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
         raise ConvertError("--calib-tokens must be >= 64 and --heldout-tokens >= 400 (the clip search needs "
                            "queries beyond the 64 sink + 256 recent 16-bit tokens)")
     if a.kv_bits is not None and not 2.0 <= a.kv_bits <= 16.0:
+        from . import plan as kvplan
+        # every layer in oscar2 with the default windows (64 sink + 256 recent), as the plan counts it
+        o2 = kvplan.bits_per_value([kvplan.LayerShape(64, 64)], ["oscar2"], ["oscar2"], kvplan.BUDGET_CTX)
         raise ConvertError(f"--kv-bits {a.kv_bits}: the budget is in bits per value, between 2 and 16 "
-                           "(oscar2 alone with its windows is about 2.9 at 32k tokens)")
+                           f"(every layer in oscar2 with the default windows costs {o2:.2f} at "
+                           f"{kvplan.BUDGET_CTX // 1024}k tokens)")
     atomic.remove_stale(out, gguf_io.TEMP_TOOL)  # what a killed run left (its .part file, its work folder)
     with atomic.Cleanup() as cleanup:
         work: list[Path] = []
@@ -467,7 +472,7 @@ def oscar_main(argv: list[str] | None = None) -> int:
         n = sum(f.suffix == ".safetensors" for f in files)
         mib = sum(f.stat().st_size for f in files) / 2**20
         print(f"oscar zoo push: wrote {a.folder} ({n} rotation files, manifest.json, README.md; {mib:.1f} MiB); "
-              f"upload it with: hf upload {a.repo} {a.folder}", file=sys.stderr)
+              f"upload it with: hf upload {shlex.quote(a.repo)} {shlex.quote(a.folder)}", file=sys.stderr)
     elif a.cmd == "zoo" and a.zoo_cmd == "add":
         import os
         d = a.dir or os.environ.get("OSCAR_ZOO")

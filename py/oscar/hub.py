@@ -48,6 +48,18 @@ class HubSpec:
         return f"{PREFIX}{self.repo}" + (f":{self.file}" if self.file else "")
 
 
+def check_repo_id(repo: str, what: str = "repository") -> str:
+    """``repo`` if it is a Hub repository id ``OWNER/NAME`` (letters, digits, ``-``, ``_``, ``.``;
+    neither part starting with ``-`` or ``.``, no ``..``, at most 96 characters a part), else
+    :class:`HubError` naming it."""
+    if not isinstance(repo, str) or not _REPO_RE.match(repo) or ".." in repo \
+            or any(len(part) > 96 for part in repo.split("/")):
+        raise HubError(f"{what} {repo!r} is not a Hugging Face repository id: give OWNER/NAME, each part letters, "
+                       "digits, '-', '_' or '.' (not starting with '-' or '.', no '..', at most 96 characters), "
+                       "e.g. oscar-kv/rotations")
+    return repo
+
+
 def is_hub_spec(s: str) -> bool:
     return s.startswith(PREFIX)
 

@@ -20,8 +20,18 @@ KV_TYPES = {
 }
 
 
+#: type id -> name
+TYPE_NAMES = {v: k for k, v in KV_TYPES.items()}
+#: cache types llama.cpp reads with flash attention only (for K as well as for V)
+FLASH_ONLY = (GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR2S, GGML_TYPE_OSCAR3)
+#: V cache types that work without flash attention (a quantised V needs it)
+UNQUANTISED = (KV_TYPES["f32"], KV_TYPES["f16"], KV_TYPES["bf16"])
+
+
 def kv_type(name: str | int) -> int:
     """ggml type id of a KV cache type given by name (``"oscar2"``) or id."""
+    if isinstance(name, bool) or not isinstance(name, (str, int)):
+        raise ValueError(f"a KV cache type is a name ({', '.join(KV_TYPES)}) or a ggml type id, got {name!r}")
     if isinstance(name, int):
         if name not in KV_TYPES.values():
             raise ValueError(f"unknown KV cache type id {name}; known: {sorted(KV_TYPES.values())}")
@@ -117,9 +127,19 @@ def load(model: str | os.PathLike, kv: str = "oscar2", *, kv_k: str | None = Non
     path = Path(model)
     if not path.is_file():
         raise FileNotFoundError(f"model file {path} does not exist (scripts/fetch-models.sh fetches the demo model)")
-    type_k = kv_type(kv_k or kv)
-    type_v = kv_type(kv_v or kv)
-    check_head_sizes(path, type_k, type_v)  # before the context: llama.cpp would only say it failed
+    type_k = kv_type(kv if kv_k is None else kv_k)
+    type_v = kv_type(kv if kv_v is None else kv_v)
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or not 0 <= n_ctx <= limits.WINDOW_TOKENS_MAX:
+        raise ValueError(f"n_ctx must be a number of tokens, an int 0 <= n_ctx <= {limits.WINDOW_TOKENS_MAX} "
+                         f"(0: the model's training context), got {n_ctx!r}")
+    # before the context: llama.cpp would only say "Failed to create llama_context"
+    flash = kwargs.setdefault("flash_attn", True)
+    fa_only = [n for n, t in (("K", type_k), ("V", type_v)) if t in FLASH_ONLY]
+    if not flash and (fa_only or type_v not in UNQUANTISED):
+        side = f"the {' and '.join(fa_only)} cache in {TYPE_NAMES[type_k if fa_only[0] == 'K' else type_v]}" if fa_only \
+            else f"a quantised V cache ({TYPE_NAMES[type_v]})"
+        raise ValueError(f"{side} is read by flash attention only: leave flash_attn=True, or use kv='f16'")
+    check_head_sizes(path, type_k, type_v)
     overrides = dict(kwargs.pop("kv_overrides", None) or {})
     for name, key, value in (("kv_sink", "oscar.sink_tokens", kv_sink), ("kv_recent", "oscar.recent_tokens", kv_recent)):
         if value is None:
@@ -131,9 +151,6 @@ def load(model: str | os.PathLike, kv: str = "oscar2", *, kv_k: str | None = Non
     llama_cpp = bindings()
     if overrides:
         kwargs["kv_overrides"] = overrides
-    kwargs.setdefault("flash_attn", True)
-    if not kwargs["flash_attn"] and {GGML_TYPE_OSCAR2, GGML_TYPE_OSCAR2S} & {type_k, type_v}:
-        raise ValueError("the oscar2 KV cache needs flash attention: leave flash_attn=True")
     return llama_cpp.Llama(model_path=str(path), type_k=type_k, type_v=type_v, n_ctx=n_ctx,
                            n_threads=n_threads, verbose=verbose, **kwargs)
 

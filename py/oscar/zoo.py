@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -416,11 +417,26 @@ def _read_safetensors(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return (*arrays, header[ST_META_KEY], optional)
 
 
+#: OSCAR_ZOO values already warned about (once per process each)
+_WARNED_ZOO: set[str] = set()
+
+
 def zoo_dirs() -> list[Path]:
-    """Zoo folders in search order: ``$OSCAR_ZOO`` (if set), then the bundled ``zoo/``."""
+    """Zoo folders in search order: ``$OSCAR_ZOO`` (if set), then the bundled ``zoo/``. An
+    ``OSCAR_ZOO`` that is not a folder is left out, with a warning on stderr (once)."""
+    import sys
     out = []
-    if os.environ.get("OSCAR_ZOO"):
-        out.append(Path(os.environ["OSCAR_ZOO"]))
+    env = os.environ.get("OSCAR_ZOO")
+    if env:
+        p = Path(env)
+        if p.is_dir():
+            out.append(p)
+        elif env not in _WARNED_ZOO:
+            _WARNED_ZOO.add(env)
+            what = "is not a folder" if p.exists() else "does not exist"
+            print(f"oscar: warning: OSCAR_ZOO={env} {what}, so only the bundled zoo ({BUNDLED_ZOO}) is searched: "
+                  f"create the folder (mkdir -p {shlex.quote(env)}), correct the path, or unset OSCAR_ZOO",
+                  file=sys.stderr)
     out.append(BUNDLED_ZOO)
     return out
 
@@ -601,7 +617,8 @@ def push_folder(out: str | Path, repo: str = "OWNER/REPO", names: list[str] | No
     ``half``), ``manifest.json`` and a model card ``README.md`` naming ``repo``. Each entry
     is loaded and checked first; ``out`` must not exist or be empty, and is written as a
     temporary folder beside it, renamed at the end. Returns the files written."""
-    from . import atomic
+    from . import atomic, hub
+    hub.check_repo_id(repo, "--repo")
     out = Path(out)
     if atomic.check_dir_output(out) and any(out.iterdir()):
         raise FileExistsError(f"{out} exists and is not an empty folder: choose a new folder")
