@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Export the commits of llama.cpp/ on top of the `upstream` tag into ggml-patches/: one
 # patch per commit (its message as the header), the series file, and the table of the
-# series in ggml-patches/README.md (between its "series table" markers).
+# series in ggml-patches/README.md (between its "series table" markers), and there the fork's
+# footprint from scripts/fork-footprint.sh (between its "footprint table" markers).
 #   scripts/export-patches.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,6 +52,21 @@ else
     echo "export-patches: warning: $readme has no series table markers; the table was not written" >&2
 fi
 rm -f "$table"
+
+# the fork's footprint (lines added inside upstream files, per file), between its markers
+if grep -q '<!-- footprint table -->' "$readme" && grep -q '<!-- end of footprint table -->' "$readme"; then
+    table=$(mktemp)
+    "$ROOT/scripts/fork-footprint.sh" > "$table"
+    python3 - "$readme" "$table" <<'PY2'
+import sys
+path, table = sys.argv[1], open(sys.argv[2]).read()
+s = open(path).read()
+a = s.index('<!-- footprint table -->') + len('<!-- footprint table -->')
+b = s.index('<!-- end of footprint table -->')
+open(path, 'w').write(s[:a] + '\n' + table + s[b:])
+PY2
+    rm -f "$table"
+fi
 
 # the tree now matches the series: mark it so fetch-llama.sh does not rebuild it
 (cd "$PATCHES" && cat series $(grep -v '^#' series | grep -v '^$')) | sha256sum | cut -d' ' -f1 > "$DEST/.oscar-series"
