@@ -26,7 +26,7 @@ else
     echo "demo: [1/4] $MODEL exists (made by oscar-convert smollm2-135m --rotations zoo; delete it to convert again)"
 fi
 
-# the prompt: oscar's passkey text (py/oscar/passkey.py) with 40 filler paragraphs, the key after 12
+# the prompt: oscar's passkey text (py/oscar/eval/passkey.py) with 40 filler paragraphs, the key after 12
 KEY=${KEY:-73914}
 read -r n_tok key_tok < <(.venv/bin/python - "$MODEL" "$work/prompt.txt" "$KEY" <<'EOF'
 import sys

@@ -17,8 +17,8 @@ command -v npm >/dev/null || need+=(nodejs npm)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v clang++ >/dev/null || need+=(clang)   # the Metal emulator (tests/test_metal_emu.py)
-command -v bwrap >/dev/null || need+=(bubblewrap)  # oscar.sandbox (tests/test_sandbox.py, test_humaneval.py)
-command -v setpriv >/dev/null || need+=(util-linux)  # oscar.sandbox drops root with it
+command -v bwrap >/dev/null || need+=(bubblewrap)  # oscar.eval.sandbox (tests/test_sandbox.py, test_humaneval.py)
+command -v setpriv >/dev/null || need+=(util-linux)  # oscar.eval.sandbox drops root with it
 [ ${#need[@]} -eq 0 ] && exit 0
 sudo=()
 [ "$(id -u)" = 0 ] || { command -v sudo >/dev/null && sudo -n true 2>/dev/null && sudo=(sudo -n); }

@@ -16,7 +16,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from oscar import llama_server
+from oscar.eval import llama_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from oscar import paths
+from oscar.core import paths
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,7 @@ import ctypes
 import numpy as np
 
 import oscar
-from oscar.llama import bindings, kv_type
+from oscar.core.llama import bindings, kv_type
 
 
 class Context:

@@ -7,8 +7,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from oscar import llama_server as ls
-from oscar.llama_server import free_port
+from oscar.eval import llama_server as ls
+from oscar.eval.llama_server import free_port
 
 
 @contextlib.contextmanager

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import oscar
-from oscar import bench, kvmem, paths, synthetic
-from oscar.perplexity import KVConfig
+from oscar.bench import bench, synthetic
+from oscar.core import kvmem, paths
+from oscar.eval.perplexity import KVConfig
 
 SMOL = kvmem.KVGeometry(n_layer=30, n_head_kv=3, head_dim_k=64, head_dim_v=64)
 
@@ -138,7 +139,7 @@ sys.meta_path.insert(0, _Bare())
 
 
 def test_bare_machine_run_with_a_failing_depth(smollm2, bin_dir, tmp_path):
-    """`PYTHONPATH=py:llama.cpp/gguf-py python -m oscar.bench` with torch, transformers, the
+    """`PYTHONPATH=py:llama.cpp/gguf-py python -m oscar.bench.bench` with torch, transformers, the
     bindings, tqdm and matplotlib unavailable, and --bin-dir given; a depth whose KV cache cannot
     be allocated (100M tokens, ~2 TiB in f16) is a failed row and the sweep continues."""
     site = tmp_path / "site"
@@ -147,7 +148,7 @@ def test_bare_machine_run_with_a_failing_depth(smollm2, bin_dir, tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(paths.ROOT / "py"),
                                                        str(paths.ROOT / "llama.cpp" / "gguf-py")]))
     out = tmp_path / "bare"
-    p = subprocess.run([sys.executable, "-m", "oscar.bench", str(smollm2), "--kv", "q4_0", "-d", "0,100000000,32",
+    p = subprocess.run([sys.executable, "-m", "oscar.bench.bench", str(smollm2), "--kv", "q4_0", "-d", "0,100000000,32",
                         "-p", "0", "-n", "4", "-r", "1", "-t", "2", "-ngl", "99", "--bin-dir", str(bin_dir),
                         "--out", str(out)],
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
@@ -211,14 +212,14 @@ def test_from_jsonl_bad_input(smollm2, tmp_path):
     other.write_text('{"model": "x"}\n')
     for f, needle in [(empty, "no llama-bench results"), (broken, "broken.jsonl:1: not a JSON line"),
                       (other, "other.jsonl:1: not a llama-bench result"), (tmp_path / "none.jsonl", "cannot read")]:
-        p = subprocess.run([sys.executable, "-m", "oscar.bench", str(smollm2), "--from-jsonl", str(f)],
+        p = subprocess.run([sys.executable, "-m", "oscar.bench.bench", str(smollm2), "--from-jsonl", str(f)],
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 1 and "Traceback" not in p.stderr and needle in p.stderr, p.stderr
 
 
 def test_bench_bad_input(smollm2, tmp_path):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "oscar.bench", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "oscar.bench.bench", *args], capture_output=True, text=True,
                               timeout=120)
     for args, needle in [((str(tmp_path / "no.gguf"),), "does not exist"),
                          ((str(smollm2), "--bin-dir", str(tmp_path)), "point --bin-dir"),
@@ -254,7 +255,7 @@ def test_synth_oscar_rotations_and_clips(tmp_path):
     ratios and windows in the metadata; llama.cpp then takes the calibrated path with oscar2
     and leaves an f16 cache unrotated (the same logits as the model without them)."""
     import gguf
-    from oscar import gguf_io
+    from oscar.core import gguf_io
     plain, rot = tmp_path / "plain.gguf", tmp_path / "rot.gguf"
     assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "-o", str(plain)]) == 0
     assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "--oscar", "-o", str(rot)]) == 0
@@ -282,7 +283,7 @@ def test_synth_fold_v(tmp_path, capsys):
     """--oscar --fold-v writes the model of oscar-convert --fold-v (no V rotations, the folded
     flag), which llama.cpp runs without a V rotation; --fold-v alone is refused."""
     import gguf
-    from oscar import gguf_io
+    from oscar.core import gguf_io
     out = tmp_path / "fold.gguf"
     assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "--oscar", "--fold-v", "-o", str(out)]) == 0
     r = gguf.GGUFReader(str(out))
@@ -314,7 +315,7 @@ def test_synth_centre_and_plan(tmp_path, capfd):
     counts the q4_0 K layer); a layer outside the model, or either option without --oscar,
     is refused and writes nothing."""
     import gguf
-    from oscar import gguf_io
+    from oscar.core import gguf_io
     base, centred, out = tmp_path / "base.gguf", tmp_path / "centred.gguf", tmp_path / "plan.gguf"
     common = ["tiny-hd64", "--weights", "f32", "--ctx", "512", "--oscar"]
     assert synthetic.main(common + ["-o", str(base)]) == 0
@@ -373,7 +374,7 @@ def test_synth_centre_and_plan(tmp_path, capfd):
 
 # ----------------------------------------------------------------------------- equal memory
 
-from oscar import equalmem  # noqa: E402
+from oscar.bench import equalmem  # noqa: E402
 
 
 @pytest.mark.parametrize("limit", [0, 1, 2, 3, 7, 24, 100, 127, 128, 129, 255, 256])
@@ -471,7 +472,7 @@ def test_synth_key_weighting(tmp_path, capfd):
     weighted") and q.k is unchanged: an f16 cache rotated anyway (LLAMA_OSCAR_ROT_16BIT) gives
     the logits of the model without rotations up to float rounding; without --oscar it is refused."""
     import gguf
-    from oscar import gguf_io
+    from oscar.core import gguf_io
     plain, kw = tmp_path / "plain.gguf", tmp_path / "kw.gguf"
     assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "-o", str(plain)]) == 0
     assert synthetic.main(["tiny-hd64", "--weights", "f32", "--ctx", "512", "--oscar", "--key-weighting",

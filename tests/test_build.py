@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from oscar import paths
+from oscar.core import paths
 
 AMX_INSN = re.compile(r"\b(tilezero|tileloadd|tileloaddt1|tilestored|ldtilecfg|tdpbssd|tdpbsud|tdpbusd|tdpbuud|tdpbf16ps)\b")
 

@@ -9,8 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from oscar import calibrate as cal, capture, clip, gguf_io, paths, rotation as rot  # noqa: E402
-from oscar.quant import fake_quantize  # noqa: E402
+from oscar.calib import calibrate as cal, capture, clip  # noqa: E402
+from oscar.core import gguf_io, paths, rotation as rot  # noqa: E402
+from oscar.core.quant import fake_quantize  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -253,7 +254,8 @@ def test_key_weighting_exponent_chosen_at_the_logits(smol, small_cap, smollm2, t
     returned is the lowest, the same tensors finish() gives for its exponent, with the scores
     in its meta."""
     from dataclasses import replace
-    from oscar import sim
+    from oscar.calib import simcache
+    from oscar.sim import simulate as sim
     m, tok, info = smol
     score = capture.tokenize_chunks(tok, text, 768, 768, skip_tokens=512 + 640)
     c = cal.Captured(m, info, small_cap, smollm2, gguf_io.model_shape(smollm2), "test", 0.0, score_ids=score)
@@ -264,7 +266,7 @@ def test_key_weighting_exponent_chosen_at_the_logits(smol, small_cap, smollm2, t
     meta = chosen.meta["calibration"]
     assert meta["key_weighting_scores"] == {cal.exponent_name(a): s for a, s in scores.items()}
     assert meta["key_weighting"] is (best > 0) and "768 tokens" in meta["key_weighting_scored_on"]
-    sm = sim.SimModel(m, info, smollm2, cal.key_permutation(m, smollm2, info), "test")
+    sm = simcache.SimModel(m, info, smollm2, cal.key_permutation(m, smollm2, info), "test")
     for a in scores:
         r, _ = cal.finish(c, budget=None, progress=False, key_weighting=a > 0, weight_exponent=a or 0.25)
         if a == best:
@@ -273,6 +275,6 @@ def test_key_weighting_exponent_chosen_at_the_logits(smol, small_cap, smollm2, t
             np.testing.assert_array_equal(chosen.clip_v, r.clip_v)
         f = tmp_path / f"r{a}.npz"
         r.save(f)
-        method = replace(sim.PRESETS["oscar"], sink=r.meta["sink_tokens"], recent=r.meta["recent_tokens"])
+        method = replace(simcache.PRESETS["oscar"], sink=r.meta["sink_tokens"], recent=r.meta["recent_tokens"])
         got = sim.evaluate(sm, score, [method], sim.load_calibration(f, smollm2), progress=False)["oscar"]["kld"]
         assert got == pytest.approx(scores[a], rel=2e-3), a

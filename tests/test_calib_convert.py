@@ -7,8 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from oscar import cli, gguf_io, plan, zoo
-from oscar.rotation import hadamard, orthogonality_error, pair_error
+from oscar import cli
+from oscar.calib import zoo
+from oscar.core import gguf_io, plan, rotfile
+from oscar.core.rotation import hadamard, orthogonality_error, pair_error
 
 gguf = pytest.importorskip("gguf")
 
@@ -121,7 +123,7 @@ def test_convert_calibrate_chooses_the_exponent(smollm2, tmp_path, capsys, monke
     """--key-weighting-exponent auto: the summary names the chosen exponent and every
     candidate's score, the rotation file keeps the scores, the chosen one is the lowest, and
     the GGUF carries the query rotations exactly when a weighting was chosen."""
-    from oscar import calibrate as cal
+    from oscar.calib import calibrate as cal
     monkeypatch.setattr(cal, "SCORE_TOKENS", 1024)  # (4096 by default; the same path, fewer tokens)
     out, rotf = tmp_path / "auto.gguf", tmp_path / "auto.npz"
     rc = cli.convert_main(["smollm2-135m", "--rotations", "calibrate", "--calib-tokens", "256", "--heldout-tokens",
@@ -129,7 +131,7 @@ def test_convert_calibrate_chooses_the_exponent(smollm2, tmp_path, capsys, monke
                            "-q"])
     err = capsys.readouterr().err
     assert rc == 0, err
-    meta = zoo.Rotations.load(rotf).meta["calibration"]
+    meta = rotfile.Rotations.load(rotf).meta["calibration"]
     scores = meta["key_weighting_scores"]
     assert set(scores) == {"none", "0.125", "0.25"}
     best = min(scores, key=scores.get)
@@ -148,7 +150,7 @@ def rotations_for(shape, **over):
             "fingerprint": shape.fingerprint, "per_head": False, "sink_tokens": 64, "recent_tokens": 256,
             "calibration": {"data": "test", "tokens": 1, "objective": "attention-output test"}}
     meta.update(over.pop("meta", {}))
-    r = zoo.Rotations(np.stack([hadamard(d)] * L).astype(np.float32), np.stack([hadamard(d)] * L).astype(np.float32),
+    r = rotfile.Rotations(np.stack([hadamard(d)] * L).astype(np.float32), np.stack([hadamard(d)] * L).astype(np.float32),
                       np.full(L, 0.96, np.float32), np.full(L, 0.92, np.float32), meta)
     for k, v in over.items():
         setattr(r, k, v)
@@ -212,7 +214,7 @@ def test_half_rotation_file(shape, tmp_path):
     assert (tmp_path / "f16.npz").stat().st_size < 0.6*(tmp_path / "f32.npz").stat().st_size
     with np.load(tmp_path / "f16.npz") as z:
         assert z["rot_k"].dtype == np.float16 and orthogonality_error(z["rot_k"]) > 1e-5  # rounded: not orthogonal as stored
-    h = zoo.Rotations.load(tmp_path / "f16.npz")
+    h = rotfile.Rotations.load(tmp_path / "f16.npz")
     for a, a0 in ((h.rot_k, r.rot_k), (h.rot_v, r.rot_v)):
         assert a.dtype == np.float32 and orthogonality_error(a) < 1e-5
         d16 = np.max(np.abs(a0.astype(np.float16).astype(np.float32) - a0))
@@ -358,7 +360,7 @@ def test_key_weighted_rotation_file(smollm2, shape, tmp_path, capsys):
     """A rotation file with a key weighting (weight_k, per KV head) converts to R_K = W R in
     attn_k_oscar_rot and R_Q = W⁻¹ R in attn_q_oscar_rot; --no-key-weighting belongs to
     --rotations calibrate only."""
-    from oscar import rotation
+    from oscar.core import rotation
     r = rotations_for(shape, meta={"per_head": True})
     g = np.random.default_rng(1)
     q, _ = np.linalg.qr(g.standard_normal((30, 3, 64, 64)))
@@ -448,7 +450,7 @@ def test_zoo_per_head_asked_but_only_per_layer(smollm2, shape, user_zoo, tmp_pat
 
 
 def test_zoo_alias_without_model_file(monkeypatch, tmp_path, capsys):
-    from oscar import paths
+    from oscar.core import paths
     monkeypatch.setattr(paths, "MODELS", tmp_path)
     err = run_bad(["gemma3-270m", "--rotations", "zoo", "-o", str(tmp_path / "o.gguf")], capsys)
     assert "gemma-3-270m-it-Q4_K_M.gguf is missing" in err and "fetch-models.sh gemma3" in err

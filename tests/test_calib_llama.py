@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import subprocess
 
-from oscar import paths
-from oscar import perplexity as pp
+from oscar.core import paths
+from oscar.eval import perplexity as pp
 
 
 def test_convert_zoo_then_perplexity(smollm2, wiki_slice, tmp_path):

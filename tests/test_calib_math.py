@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oscar import clip, covariance as cov, rotation as rot
-from oscar.quant import fake_quantize
+from oscar.calib import clip, covariance as cov
+from oscar.core import rotation as rot
+from oscar.core.quant import fake_quantize
 
 torch = pytest.importorskip("torch")
 
@@ -167,7 +168,7 @@ def _attn_np(q, k, v, scaling):
 
 
 def test_reference_attention_brute_force_and_rotation_invariance():
-    from oscar.capture import reference_attention
+    from oscar.calib.capture import reference_attention
     q, k, v = rand_qkv(5, t=21, d=16)
     ref = _attn_np(q, k, v, 0.25)
     tq = lambda x: torch.from_numpy(x.astype(np.float32)).transpose(0, 1)[None]  # [1, H, T, D]

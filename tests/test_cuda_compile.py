@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from oscar import paths
+from oscar.core import paths
 
 # CUDA source files that ggml-patches/ adds or changes (headers compile with them); the script
 # compiles every .cu file the series changes, these at least

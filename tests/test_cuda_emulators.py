@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from oscar import paths
+from oscar.core import paths
 
 DEV = paths.ROOT / "scripts" / "dev"
 
@@ -34,7 +34,7 @@ def test_k_tile_mma_emulation_matches_cpu_dot():
 
 def test_set_rows_oscar3_warp_quantiser_matches_cpu_bytes():
     """The CUDA oscar3 cache write's warp quantiser (oscar3_quantize_block_warp) gives the bytes of
-    quantize_row_oscar3_ref (a CPU build's library, else oscar.quant's copy)."""
+    quantize_row_oscar3_ref (a CPU build's library, else oscar.core.quant's copy)."""
     assert _run("emulate_set_rows_oscar3.py").rstrip().splitlines()[-1].startswith("ok")
 
 

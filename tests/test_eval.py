@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import oscar
-from oscar import evaluate, kvmem, metrics, passkey, paths
-from oscar import perplexity as pp
+from oscar.core import kvmem, paths
+from oscar.eval import evaluate, metrics, passkey
+from oscar.eval import perplexity as pp
 
 LN = math.log
 
@@ -101,7 +102,7 @@ def chunk_logits(model, kv: str, tokens: list[int], ctx: int, chunk: int) -> np.
     """Logits [ctx, V] of one llama-perplexity chunk, via the bindings (the first token becomes BOS
     when the vocabulary adds one, as llama-perplexity does; SmolLM2's does not)."""
     llm = oscar.load(model, kv=kv, n_ctx=ctx, logits_all=True, n_batch=ctx, n_threads=2)
-    lc = oscar.llama.bindings()
+    lc = oscar.core.llama.bindings()
     toks = list(tokens[chunk * ctx:(chunk + 1) * ctx])
     if lc.llama_vocab_get_add_bos(lc.llama_model_get_vocab(llm.model)):
         toks[0] = llm.token_bos()
@@ -147,7 +148,7 @@ def test_eval_numbers_equal_numpy_on_bindings_logits(smollm2, wiki_slice, tmp_pa
 # ----------------------------------------------------------------------------- bad input
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "oscar.evaluate", *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "oscar.eval.evaluate", *args], capture_output=True, text=True, timeout=300)
 
 
 def assert_clean_error(p: subprocess.CompletedProcess, *needles: str) -> None:

@@ -5,7 +5,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from oscar import paths
+from oscar.core import paths
 
 SCRIPT = paths.ROOT / "scripts" / "fetch-llama.sh"
 

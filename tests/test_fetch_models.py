@@ -7,7 +7,7 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from oscar import paths
+from oscar.core import paths
 
 SCRIPT = paths.ROOT / "scripts" / "fetch-models.sh"
 OUT = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"

@@ -12,7 +12,7 @@ import pytest
 from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
-from oscar import paths, quant
+from oscar.core import paths, quant
 
 GGML_BASE = paths.BUILD_BIN / "libggml-base.so"
 
@@ -101,7 +101,7 @@ def data(seed: int) -> np.ndarray:
 @pytest.mark.parametrize("name", list(TYPES))
 def test_dequantize_matches_the_c_reference(c_ref, name) -> None:
     """gguf.quants.dequantize of blocks that the C quantiser wrote gives, bit for bit in f32, the C
-    dequantize_row_<type> values and the numpy twin's (py/oscar/quant.py)."""
+    dequantize_row_<type> values and the numpy twin's (py/oscar/core/quant.py)."""
     qtype, block_bytes, twin = TYPES[name]
     x = data(seed=1)
     blocks = c_ref.quantize(name, x)

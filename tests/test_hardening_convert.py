@@ -1,9 +1,9 @@
 """Hardening of the converter side: bad rotation files, the shared limits (py/oscar/limits.json),
 atomic writes under signals, and oscar.load's head-size check.
 
-Everything runs on a tiny synthetic model (py/oscar/synthetic.py, 2 layers, head_dim 64): no
+Everything runs on a tiny synthetic model (py/oscar/bench/synthetic.py, 2 layers, head_dim 64): no
 network, no downloaded model. The signal tests slow the write down with the test-only hook
-OSCAR_TEST_WRITE_DELAY (seconds slept after each tensor, see oscar.gguf_io.write_oscar_gguf).
+OSCAR_TEST_WRITE_DELAY (seconds slept after each tensor, see oscar.core.gguf_io.write_oscar_gguf).
 """
 from __future__ import annotations
 
@@ -20,8 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oscar import atomic, cli, gguf_io, limits, paths, synthetic, zoo
-from oscar.rotation import hadamard
+from oscar import cli
+from oscar.bench import synthetic
+from oscar.calib import zoo
+from oscar.core import atomic, gguf_io, limits, paths, rotfile
+from oscar.core.rotation import hadamard
 
 gguf = pytest.importorskip("gguf")
 
@@ -40,20 +43,20 @@ def shape(model):
     return gguf_io.model_shape(model)
 
 
-def rotations_for(shape, **over) -> zoo.Rotations:
+def rotations_for(shape, **over) -> rotfile.Rotations:
     L, d = shape.n_layer, shape.head_dim
     meta = {"arch": shape.arch, "n_layer": L, "n_head": shape.n_head, "n_head_kv": shape.n_head_kv, "head_dim": d,
             "fingerprint": shape.fingerprint, "per_head": False, "sink_tokens": 64, "recent_tokens": 256,
             "calibration": {"data": "test", "tokens": 1, "objective": "attention-output test"}}
     meta.update(over.pop("meta", {}))
-    r = zoo.Rotations(np.stack([hadamard(d)] * L).astype(np.float32), np.stack([hadamard(d)] * L).astype(np.float32),
+    r = rotfile.Rotations(np.stack([hadamard(d)] * L).astype(np.float32), np.stack([hadamard(d)] * L).astype(np.float32),
                       np.full(L, 0.96, np.float32), np.full(L, 0.92, np.float32), meta)
     for k, v in over.items():
         setattr(r, k, v)
     return r
 
 
-def raw_npz(path: Path, r: zoo.Rotations, meta=None, **arrays) -> None:
+def raw_npz(path: Path, r: rotfile.Rotations, meta=None, **arrays) -> None:
     """An npz as Rotations.save writes it, but with any array or meta replaced (no checks)."""
     m = r.meta if meta is None else meta
     d = {"rot_k": r.rot_k, "rot_v": r.rot_v, "clip_k": r.clip_k, "clip_v": r.clip_v,
@@ -273,7 +276,7 @@ def test_head_dim_oscar2_cannot_hold_refused(tmp_path, capsys):
     m = synthetic.write(tmp_path / "hd80.gguf", synthetic.GEOMETRIES["tiny-hd80"], "f32")
     s = gguf_io.model_shape(m)
     q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((s.n_layer, 80, 80)))
-    r = zoo.Rotations(q.astype(np.float32), q.astype(np.float32), np.full(s.n_layer, 0.9, np.float32),
+    r = rotfile.Rotations(q.astype(np.float32), q.astype(np.float32), np.full(s.n_layer, 0.9, np.float32),
                       np.full(s.n_layer, 0.9, np.float32), {"n_layer": s.n_layer, "head_dim": 80})
     raw_npz(tmp_path / "r80.npz", r)
     rc, err = run_convert([str(m), "--rotations", str(tmp_path / "r80.npz"), "-o", str(tmp_path / "o.gguf")], capsys)
@@ -355,7 +358,7 @@ def test_convert_from_broken_zoo_file(model, shape, user_zoo, tmp_path, capsys):
 
 
 def test_sim_calibration_bad_file(model, tmp_path):
-    from oscar import sim
+    from oscar.sim import simulate as sim
     (tmp_path / "r.npz").write_bytes(b"")
     with pytest.raises(ValueError, match="the file is empty"):
         sim.load_calibration(tmp_path / "r.npz", model)
@@ -365,7 +368,7 @@ def test_sim_calibration_bad_file(model, tmp_path):
 
 def test_limits_json_values():
     """The numbers the C++ side mirrors (it reads the same file)."""
-    j = json.loads((Path(limits.__file__).parent / "limits.json").read_text())
+    j = json.loads((Path(limits.__file__).parents[1] / "limits.json").read_text())  # py/oscar/limits.json
     assert j["clip_ratio_min_exclusive"] == 0 and j["clip_ratio_max"] == 1
     assert j["window_tokens_min"] == 0 and j["window_tokens_max"] == 2147483647 == 2**31 - 1
     assert j["rotation_orthogonality_tol"] == 1e-3
@@ -499,7 +502,7 @@ def test_bundled_calibrations_pass_with_margin():
     files = sorted((paths.ROOT / "zoo").glob("*.npz"))
     assert len(files) >= 4
     for f in files:
-        r = zoo.Rotations.load(f)
+        r = rotfile.Rotations.load(f)
         for m in (r.mean_k, r.mean_v):
             assert np.abs(m).max() <= limits.CENTRING_MEAN_ABS_MAX / 10, f
         w = np.asarray(r.weight_k, np.float64)
@@ -705,7 +708,7 @@ def test_handlers_restored_and_no_work_folder(model, job, capsys, monkeypatch):
 
 def test_exception_mid_write_removes_temporary(model, job, monkeypatch):
     rot, out = job
-    r = zoo.Rotations.load(rot)
+    r = rotfile.Rotations.load(rot)
     real = gguf.GGUFWriter.write_tensor_data
     calls = []
 
@@ -724,7 +727,7 @@ def test_exception_mid_write_removes_temporary(model, job, monkeypatch):
 WORKDIR_SCRIPT = """
 import sys, time
 from pathlib import Path
-from oscar import atomic
+from oscar.core import atomic
 out = Path(sys.argv[1])
 with atomic.Cleanup() as c:
     d = c.add(atomic.create_temp_dir(out, "oscar-convert"))
@@ -769,13 +772,13 @@ def test_ignored_signal_stays_ignored(tmp_path):
 def test_rotation_save_is_atomic(shape, tmp_path):
     f = rotations_for(shape).save(tmp_path / "r")
     assert f == tmp_path / "r.npz" and sorted(p.name for p in tmp_path.iterdir()) == ["r.npz"]
-    assert zoo.Rotations.load(f).meta["n_layer"] == shape.n_layer
+    assert rotfile.Rotations.load(f).meta["n_layer"] == shape.n_layer
 
 
 # ----------------------------------------------------------------------------- 4. oscar.load's head size check
 
 def test_load_head_size_oscar2_cannot_hold(tmp_path):
-    from oscar import llama
+    from oscar.core import llama
     m = synthetic.write(tmp_path / "hd80.gguf", synthetic.GEOMETRIES["tiny-hd80"], "f32")
     with pytest.raises(ValueError) as e:
         llama.load(m, kv="oscar2")
@@ -792,7 +795,7 @@ def test_load_head_size_oscar2_cannot_hold(tmp_path):
 
 def test_load_head_size_fallback_n_embd(tmp_path):
     """Without key_length/value_length: n_embd / n_head (of layer 0), as llama.cpp."""
-    from oscar import llama
+    from oscar.core import llama
     w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), arch="llama")
     w.add_uint32("llama.block_count", 3)
     w.add_uint32("llama.embedding_length", 96)
@@ -815,7 +818,7 @@ def _libllama() -> bool:
 @pytest.mark.skipif(not _libllama(), reason=f"no libllama in {paths.BUILD_BIN}: run `make build` first")
 def test_load_other_kv_types_and_hd64_still_load(model, tmp_path):
     """The check refuses only what oscar2 cannot hold: hd80 loads with f16, hd64 with oscar2."""
-    from oscar import llama
+    from oscar.core import llama
     try:
         llama.bindings()  # sets LLAMA_CPP_LIB_PATH before llama_cpp is first imported
     except ImportError as e:
@@ -850,7 +853,8 @@ def test_write_failure_reported_and_cleaned(model, job, capsys, monkeypatch):
 HF_SCRIPT = """
 import sys
 from pathlib import Path
-from oscar import cli, paths
+from oscar import cli
+from oscar.core import paths
 paths.ROOT = Path(sys.argv[1])  # its llama.cpp/convert_hf_to_gguf.py is a stand-in that sleeps
 sys.argv = ["oscar-convert", *sys.argv[2:]]
 sys.exit(cli.convert_main())
@@ -900,7 +904,7 @@ def test_sigterm_during_hf_conversion(tmp_path):
 def _plan_meta(shape, with_low: bool) -> dict:
     """A rotation file's meta.plan as calibration writes it (3.0 bits), with error tables in which
     each higher type halves a side's error; ``with_low``: the oscar2s pairs measured too."""
-    from oscar import plan
+    from oscar.core import plan
     e = {"oscar2s": 0.013, "oscar2": 0.01, "oscar3": 0.005, "q4_0": 0.0025, "q8_0": 0.001}
     pairs = [p for p in plan.measured_pairs() if with_low or "oscar2s" not in p]
     tables = [{p: e[p[0]] + e[p[1]] / 4 for p in pairs} for _ in range(shape.n_layer)]

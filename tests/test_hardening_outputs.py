@@ -3,7 +3,7 @@ is not a regular file (a device, a FIFO, a symbolic link, a folder) is never rep
 written through, with or without --force; bad arguments to oscar.load, oscar-convert and
 oscar zoo are refused up front with one message naming the problem and the fix.
 
-Everything runs on a tiny synthetic model (py/oscar/synthetic.py): no download.
+Everything runs on a tiny synthetic model (py/oscar/bench/synthetic.py): no download.
 """
 from __future__ import annotations
 
@@ -17,8 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oscar import atomic, cli, gguf_io, report, synthetic, zoo
-from oscar.rotation import hadamard
+from oscar import cli
+from oscar.bench import synthetic
+from oscar.calib import zoo
+from oscar.core import atomic, gguf_io, rotfile
+from oscar.core.rotation import hadamard
+from oscar.eval import report
 
 pytest.importorskip("gguf")
 
@@ -36,7 +40,7 @@ def rot_file(model, tmp_path_factory) -> Path:
             "fingerprint": shape.fingerprint, "per_head": False, "sink_tokens": 64, "recent_tokens": 256,
             "calibration": {"data": "test", "tokens": 1, "objective": "test"}}
     h = np.stack([hadamard(d)] * L).astype(np.float32)
-    r = zoo.Rotations(h, h.copy(), np.full(L, 0.96, np.float32), np.full(L, 0.92, np.float32), meta)
+    r = rotfile.Rotations(h, h.copy(), np.full(L, 0.96, np.float32), np.full(L, 0.92, np.float32), meta)
     return r.save(tmp_path_factory.mktemp("rot") / "rot.npz")
 
 
@@ -137,7 +141,7 @@ def test_every_file_writer_refuses(tmp_path, rot_file, kind):
     through the same check."""
     out, says, keep = _make(kind, tmp_path, "out.npz")
     before = {p: _state(p) for p in keep}
-    rot = zoo.Rotations.load(rot_file)
+    rot = rotfile.Rotations.load(rot_file)
     writers = [lambda: report.write_json(out, {"a": 1}), lambda: atomic.write_text(out, "text")]
     if kind != "devnull":
         writers.append(lambda: rot.save(out))

@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oscar import cli, zoo
+from oscar import cli
+from oscar.calib import zoo
+from oscar.core import rotfile
 from server import free_port
 
 REPO = "oscar-test/rotations"
@@ -89,16 +91,16 @@ def test_push_folder_is_a_zoo_in_safetensors(pushed):
     raw = f.read_bytes()
     n = int.from_bytes(raw[:8], "little")
     header = json.loads(raw[8:8 + n])  # the whole header is JSON
-    assert json.loads(header["__metadata__"][zoo.ST_META_KEY])["fingerprint"] == "16f2154c4fbbff4c"
-    ref = zoo.Rotations.load(zoo.BUNDLED_ZOO / "smollm2-135m.npz")  # .npz still read
+    assert json.loads(header["__metadata__"][rotfile.ST_META_KEY])["fingerprint"] == "16f2154c4fbbff4c"
+    ref = rotfile.Rotations.load(zoo.BUNDLED_ZOO / "smollm2-135m.npz")  # .npz still read
     arrays = load_file(str(f))
-    for k in zoo.ARRAYS:
+    for k in rotfile.ARRAYS:
         np.testing.assert_array_equal(arrays[k], getattr(ref, k))
     torch = pytest.importorskip("torch")
     with safe_open(str(f), framework="pt") as t:
         assert isinstance(t.get_tensor("rot_k"), torch.Tensor)
         np.testing.assert_array_equal(t.get_tensor("rot_k").numpy(), ref.rot_k)
-    got = zoo.Rotations.load(f)
+    got = rotfile.Rotations.load(f)
     assert got.meta == ref.meta and np.array_equal(got.clip_v, ref.clip_v)
 
 
@@ -159,7 +161,7 @@ def test_unreachable_hub_falls_back_to_the_zoo(smollm2, zoo_gguf, tmp_path):
 
 def test_unreachable_hub_and_no_zoo_entry_is_an_error(tmp_path, pushed):
     """No fallback to fall to: a model the zoo lacks (a synthetic one) is refused, nothing written."""
-    from oscar import synthetic
+    from oscar.bench import synthetic
     model = tmp_path / "tiny.gguf"
     synthetic.write(model, synthetic.GEOMETRIES["tiny-hd64"])
     (tmp_path / "cache").mkdir()

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from oscar import evaluate, humaneval, sandbox
-from oscar.humaneval_preamble import PREAMBLE
+from oscar.eval import evaluate, humaneval, sandbox
+from oscar.eval.humaneval_preamble import PREAMBLE
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from oscar import calibrate as cal, capture, covariance as cov, gguf_io, limits, rotation as rot, zoo
+from oscar.calib import calibrate as cal, capture, covariance as cov
+from oscar.core import gguf_io, limits, rotfile, rotation as rot
 
 D = 64
 
@@ -106,7 +107,7 @@ def test_scores_unchanged_in_both_head_layouts(smollm2):
     perm = capture.rope_pair_permutation(d)
     rot_g = cal.permute_rotation(r, perm).astype(np.float32)
     w_g = cal.permute_weighting(w, perm).astype(np.float32)
-    rots = zoo.Rotations(rot_g[None], rot_g[None], np.ones(1, np.float32), np.ones(1, np.float32), {},
+    rots = rotfile.Rotations(rot_g[None], rot_g[None], np.ones(1, np.float32), np.ones(1, np.float32), {},
                          weight_k=w_g[None])
     r_k, r_q = rots.key_matrix[0], rots.query_matrix[0]
     grp = np.arange(hq) // (hq // hkv)
@@ -126,7 +127,7 @@ def test_scores_unchanged_in_both_head_layouts(smollm2):
                                atol=1e-4 * np.abs(k).max())
     assert limits.check_rotation_pair(r_k, r_q, "k", "q", 0) is not None
     # control: permuting only W's rows (like R's) breaks the scores, so the test can fail
-    bad = zoo.Rotations(rot_g[None], rot_g[None], np.ones(1, np.float32), np.ones(1, np.float32), {},
+    bad = rotfile.Rotations(rot_g[None], rot_g[None], np.ones(1, np.float32), np.ones(1, np.float32), {},
                         weight_k=(w[..., perm, :].astype(np.float32))[None])
     assert np.abs(scores(qg, kg, bad.query_matrix[0], bad.key_matrix[0]) - ref).max() > 0.1 * np.abs(ref).max()
 
@@ -146,7 +147,7 @@ def _anisotropic(g: np.random.Generator, t: int = 480, hq: int = 4, hkv: int = 2
 
 
 def test_weighting_lowers_the_attention_error():
-    from oscar import clip
+    from oscar.calib import clip
     g = np.random.default_rng(3)
     q, k, v = _anisotropic(g)
     m = cov.LayerMoments(k.shape[1], D)
@@ -172,14 +173,14 @@ def test_weighting_lowers_the_attention_error():
 
 # ----------------------------------------------------------------------------- rotation files
 
-def _rotations(per_head: bool = False, n_layer: int = 3, hkv: int = 2) -> zoo.Rotations:
+def _rotations(per_head: bool = False, n_layer: int = 3, hkv: int = 2) -> rotfile.Rotations:
     g = np.random.default_rng(4)
     lead = (n_layer, hkv) if per_head else (n_layer,)
     sk, ck = _stack(g, *lead), _stack(g, *lead)
     r = rot.rotation_from_covariance(sk).astype(np.float32)
     w = rot.key_weighting(sk, ck).astype(np.float32)
     meta = {"n_layer": n_layer, "head_dim": D, "per_head": per_head, "calibration": {"key_weighting": True}}
-    return zoo.Rotations(r, r.copy(), np.full(n_layer, 0.9, np.float32), np.full(n_layer, 0.8, np.float32), meta,
+    return rotfile.Rotations(r, r.copy(), np.full(n_layer, 0.9, np.float32), np.full(n_layer, 0.8, np.float32), meta,
                          weight_k=w)
 
 
@@ -189,7 +190,7 @@ def _rotations(per_head: bool = False, n_layer: int = 3, hkv: int = 2) -> zoo.Ro
 def test_rotation_file_round_trip_with_weight_k(tmp_path, suffix, half, per_head):
     r = _rotations(per_head)
     f = r.save(tmp_path / f"rot{suffix}", half=half)
-    back = zoo.Rotations.load(f)
+    back = rotfile.Rotations.load(f)
     assert back.weight_k is not None and back.weight_k.dtype == np.float32
     # stored as its scales in rot_k's eigenbasis (D values a matrix, not D x D)
     if suffix == ".npz":
@@ -226,7 +227,7 @@ def test_rotation_file_keeps_a_weighting_of_another_basis_whole(tmp_path):
     r = _rotations()
     g = np.random.default_rng(12)
     r.weight_k = rot.key_weighting(_stack(g, 3), _stack(g, 3)).astype(np.float32)  # not rot_k's basis
-    back = zoo.Rotations.load(r.save(tmp_path / "whole.npz"))
+    back = rotfile.Rotations.load(r.save(tmp_path / "whole.npz"))
     with np.load(tmp_path / "whole.npz") as z:
         assert z["weight_k"].shape == r.rot_k.shape
     np.testing.assert_array_equal(back.weight_k, r.weight_k)
@@ -244,15 +245,15 @@ def test_rotation_file_refuses_bad_weight_scales(tmp_path, edit, msg):
     bad = tmp_path / "bad.npz"
     np.savez(bad, rot_k=r.rot_k, rot_v=r.rot_v, clip_k=r.clip_k, clip_v=r.clip_v,
              weight_k=np.ascontiguousarray(edit(d), np.float32), meta=np.array(json.dumps(r.meta)))
-    with pytest.raises(zoo.BadRotationFile) as e:
-        zoo.Rotations.load(bad)
+    with pytest.raises(rotfile.BadRotationFile) as e:
+        rotfile.Rotations.load(bad)
     assert msg in str(e.value) and str(bad) in str(e.value) and "--rotations calibrate" in str(e.value)
 
 
 def test_rotation_file_without_weight_k_loads_as_before(tmp_path):
     r = _rotations()
     r.weight_k = None
-    back = zoo.Rotations.load(r.save(tmp_path / "plain.npz"))
+    back = rotfile.Rotations.load(r.save(tmp_path / "plain.npz"))
     assert back.weight_k is None
     np.testing.assert_array_equal(back.key_matrix, back.rot_k)
     np.testing.assert_array_equal(back.query_matrix, back.rot_k)
@@ -305,14 +306,14 @@ def test_rotation_file_refuses_bad_weight_k(tmp_path, edit, msg, suffix):
         np.savez(bad, **arrays, meta=np.array(meta))
     else:
         from safetensors.numpy import save_file
-        save_file(arrays, str(bad), metadata={zoo.ST_META_KEY: meta})
-    zoo.Rotations.load(good)
-    with pytest.raises(zoo.BadRotationFile) as e:
-        zoo.Rotations.load(bad)
+        save_file(arrays, str(bad), metadata={rotfile.ST_META_KEY: meta})
+    rotfile.Rotations.load(good)
+    with pytest.raises(rotfile.BadRotationFile) as e:
+        rotfile.Rotations.load(bad)
     assert msg in str(e.value) and str(bad) in str(e.value) and "--rotations calibrate" in str(e.value)
     # the same checks on rotations in memory (what calibration hands to oscar-convert)
     r.weight_k = edit(r.weight_k)
-    with pytest.raises(zoo.BadRotationFile, match="weight_k"):
+    with pytest.raises(rotfile.BadRotationFile, match="weight_k"):
         r.check_limits("the calibrated rotations")
 
 
@@ -326,7 +327,7 @@ def test_gguf_round_trip_query_rotation(smollm2, tmp_path, weighted):
     sk = np.stack([_spd(g, d) for _ in range(L)])
     r = rot.rotation_from_covariance(sk).astype(np.float32)
     w = rot.key_weighting(sk, np.stack([_spd(g, d) for _ in range(L)])).astype(np.float32)
-    rots = zoo.Rotations(r, r, np.full(L, 0.9, np.float32), np.full(L, 0.8, np.float32), {},
+    rots = rotfile.Rotations(r, r, np.full(L, 0.9, np.float32), np.full(L, 0.8, np.float32), {},
                          weight_k=w if weighted else None)
     out = tmp_path / "w.gguf"
     gguf_io.write_oscar_gguf(smollm2, out, rots.key_matrix, rots.rot_v, rots.clip_k, rots.clip_v, 64, 256, "t", 1,
@@ -341,7 +342,7 @@ def test_gguf_round_trip_query_rotation(smollm2, tmp_path, weighted):
         assert rot.orthogonality_error(rk) > 0.01
     else:
         assert rq is None
-    from oscar import sim
+    from oscar.sim import simulate as sim
     c = sim.load_calibration(out, smollm2)
     np.testing.assert_array_equal(c.rot_k, rk)
     assert (c.rot_q is not None) == weighted
@@ -368,20 +369,20 @@ def test_sim_rotates_queries_by_r_q():
     """oscar-sim's prepare(): keys by R_K, queries by R_Q (the calibration's rot_q), so the
     rotated scores equal q·k; without rot_q the queries take R_K."""
     torch = pytest.importorskip("torch")
-    from oscar import sim
+    from oscar.calib import simcache
     g = np.random.default_rng(7)
     n_layer, hq, hkv, t = 2, 4, 2, 12
     sk = _stack(g, n_layer, hkv)
     r = rot.rotation_from_covariance(sk)
     rk, rq = rot.weighted_rotations(rot.key_weighting(sk, _stack(g, n_layer, hkv)), r)
     ones = np.ones(n_layer, np.float32)
-    calib = sim.Calibration(rk.astype(np.float32), r.astype(np.float32), ones, ones, "test",
+    calib = simcache.Calibration(rk.astype(np.float32), r.astype(np.float32), ones, ones, "test",
                             rot_q=rq.astype(np.float32))
-    method = sim.Method("rotate-only", rotation="calibrated")
+    method = simcache.Method("rotate-only", rotation="calibrated")
     perm = capture.rope_pair_permutation(D)
-    plan = sim.make_plan(method, n_layer, D, perm, calib)
+    plan = simcache.make_plan(method, n_layer, D, perm, calib)
     q, k, v = (torch.from_numpy(g.standard_normal((h, t, D)).astype(np.float32)) for h in (hq, hkv, hkv))
-    p = sim.prepare(q, k, v, 1, plan)
+    p = simcache.prepare(q, k, v, 1, plan)
     grp = np.arange(hq) // (hq // hkv)
     qn, kn = q.numpy()[..., perm], k.numpy()[..., perm]
     np.testing.assert_allclose(p.q.numpy(), np.einsum("htd,hde->hte", qn, rq[1][grp]), atol=1e-4)
@@ -390,5 +391,5 @@ def test_sim_rotates_queries_by_r_q():
     got = np.einsum("htd,hsd->hts", p.q.numpy(), p.hi_k.numpy()[grp])
     np.testing.assert_allclose(got, ref, atol=1e-4 * np.abs(ref).max())
     calib.rot_q = None
-    p2 = sim.prepare(q, k, v, 1, sim.make_plan(method, n_layer, D, perm, calib))
+    p2 = simcache.prepare(q, k, v, 1, simcache.make_plan(method, n_layer, D, perm, calib))
     np.testing.assert_allclose(p2.q.numpy(), np.einsum("htd,hde->hte", qn, rk[1][grp]), atol=1e-4)

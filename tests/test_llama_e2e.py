@@ -12,8 +12,8 @@ import time
 import pytest
 
 import oscar
-from oscar import perplexity as pp
-from oscar import synthetic
+from oscar.bench import synthetic
+from oscar.eval import perplexity as pp
 from server import complete, llama_server
 
 PROMPT = "The capital of France is Paris. The capital of Germany is"
@@ -32,7 +32,7 @@ def kv_state_bytes(model, kv: str, **windows) -> int:
     """Bytes of one sequence's saved state after a fixed prompt: dominated by its KV cache."""
     llm = oscar.load(model, kv=kv, n_ctx=512, **windows)
     llm.eval(llm.tokenize(PROMPT.encode() * 8))
-    llama_cpp = oscar.llama.bindings()
+    llama_cpp = oscar.core.llama.bindings()
     return llama_cpp.llama_state_seq_get_size(llm.ctx, 0)
 
 
@@ -58,14 +58,14 @@ def test_bindings_refuse_oscar2_without_flash_attention(smollm2):
         with pytest.raises(ValueError, match="flash attention"):
             oscar.load(smollm2, kv=kv, flash_attn=False)
     # the library itself refuses too (llama-cpp-python turns the NULL context into an error)
-    llama_cpp = oscar.llama.bindings()
+    llama_cpp = oscar.core.llama.bindings()
     with pytest.raises(Exception):
         llama_cpp.Llama(model_path=str(smollm2), type_k=oscar.GGML_TYPE_OSCAR2, type_v=oscar.GGML_TYPE_OSCAR2,
                         flash_attn=False, n_ctx=256, verbose=False)
 
 
 def test_unknown_kv_type_is_named():
-    from oscar.llama import kv_type
+    from oscar.core.llama import kv_type
     assert kv_type("oscar3") == 44 and kv_type("oscar2s") == 45
     with pytest.raises(ValueError, match="unknown KV cache type 'oscar4'"):
         kv_type("oscar4")
@@ -132,7 +132,7 @@ def test_llama_server_completion(bin_dir, smollm2):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 def test_evaluation_server_dies_with_its_parent(bin_dir, smollm2, tmp_path):
-    """oscar.llama_server.serve's server does not outlive the process that started it, even
+    """oscar.eval.llama_server.serve's server does not outlive the process that started it, even
     one killed by SIGKILL (no finally runs): a killed oscar-eval leaves no server behind."""
     script = ("import sys, time\nfrom oscar import llama_server\n"
               f"with llama_server.serve({str(smollm2)!r}, ['-c', '256', '-t', '1']) as s:\n"

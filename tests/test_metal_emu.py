@@ -10,7 +10,7 @@
    races gives the same bytes under all of them.
 3. OSCAR's oscar2 kernels (the fork's kernels/oscar2.h, fa_vec_oscar2.metal, oscar2.metal; or the
    folder OSCAR_METAL_SRC names): they type-check, their cache write gives the bytes of the numpy
-   twin (py/oscar/quant.py, the clip of py/oscar/clip.py), their flash attention over oscar2 K/V
+   twin (py/oscar/core/quant.py, the clip of py/oscar/calib/clip.py), their flash attention over oscar2 K/V
    (beside oscar2, f16, q8_0 or q4_0 on the other side) and the 16-bit windows matches a float64
    two-tier reference on test-backend-ops' oscar2 cases, and a mutant of them (a flipped sign, an
    off-by-one clip rank) fails.
@@ -259,8 +259,8 @@ def test_upstream_fa_vec_same_bytes_under_every_schedule(fa_vec_exe: Path, tmp_p
 # 3. OSCAR's oscar2 kernels (kernels/oscar2.h, fa_vec_oscar2.metal, oscar2.metal in the fork):
 #    the 2-bit cache write with the calibrated clip and flash attention over oscar2 K/V (mixed
 #    with f16, q8_0 and q4_0, the types of a precision plan) and the 16-bit windows, on the cases of test-backend-ops -p oscar2,
-#    against an independent reference: the numpy twin of the format (py/oscar/quant.py), the clip
-#    of py/oscar/clip.py and a float64 attention over the dequantised cache and the windows.
+#    against an independent reference: the numpy twin of the format (py/oscar/core/quant.py), the clip
+#    of py/oscar/calib/clip.py and a float64 attention over the dequantised cache and the windows.
 #
 #    The sources are read from the fork tree (llama.cpp/ggml/src/ggml-metal/kernels); OSCAR_METAL_SRC
 #    names another kernels folder (a work tree of the patch before it is in the series).
@@ -268,8 +268,8 @@ def test_upstream_fa_vec_same_bytes_under_every_schedule(fa_vec_exe: Path, tmp_p
 import os  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "py"))
-from oscar import clip as oscar_clip  # noqa: E402
-from oscar import quant as oscar_quant  # noqa: E402
+from oscar.calib import clip as oscar_clip  # noqa: E402
+from oscar.core import quant as oscar_quant  # noqa: E402
 
 OSCAR2_KERNELS = Path(os.environ.get("OSCAR_METAL_SRC", str(KERNELS)))
 OSCAR2_FILES = ["fa_vec_oscar2.metal", "oscar2.metal"]
@@ -386,7 +386,7 @@ def dequant_oscar3(blocks: np.ndarray) -> np.ndarray:
 
 
 def encode_kv(kind: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(bytes the kernel reads, values they stand for) for x [..., D], oscar2 through py/oscar/quant.py,
+    """(bytes the kernel reads, values they stand for) for x [..., D], oscar2 through py/oscar/core/quant.py,
     oscar3 through quant_oscar3."""
     if kind == "oscar2":
         raw = oscar_quant.quantize(x).reshape(x.shape[:-1] + (-1,))

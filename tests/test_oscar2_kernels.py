@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from oscar import paths
+from oscar.core import paths
 
 
 def run_checks(cmd: list[str]) -> str:

@@ -6,7 +6,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from oscar import quant
+from oscar.core import quant
 
 
 def c_quantize(bin_dir, tmp_path, x: np.ndarray, kind: str = "oscar2") -> tuple[np.ndarray, np.ndarray]:

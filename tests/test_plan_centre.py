@@ -1,8 +1,8 @@
 """Precision plans and centring: the Python side against independent references, and llama.cpp.
 
-- ``oscar.quant.fake_q8_0``/``fake_q4_0`` (what a plan's other types do to a row) equal
+- ``oscar.core.quant.fake_q8_0``/``fake_q4_0`` (what a plan's other types do to a row) equal
   gguf-py's own q8_0/q4_0 round trips;
-- ``oscar.plan``: bits per value agree with ``oscar.kvmem`` for a uniform cache; the greedy
+- ``oscar.core.plan``: bits per value agree with ``oscar.core.kvmem`` for a uniform cache; the greedy
   plan keeps within its budget, puts sliding layers in q8_0 and raises the layer whose error
   falls most per bit first;
 - centring is exact for attention (the clip search's own simulation with and without means);
@@ -22,10 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oscar import clip, kvmem, paths, plan
-from oscar import perplexity as pp
-from oscar.covariance import LayerMoments
-from oscar.quant import fake_q4_0, fake_q8_0
+from oscar.calib import clip
+from oscar.calib.covariance import LayerMoments
+from oscar.core import kvmem, paths, plan
+from oscar.core.quant import fake_q4_0, fake_q8_0
+from oscar.eval import perplexity as pp
 
 from test_rotation_llama import (CHUNKS, CTX, F16_ROTATED, HEAD_DIM, N_HEAD_KV, N_LAYER, VERBOSE,  # noqa: F401
                                  f32_base, f32_models, write_converted)
@@ -256,7 +257,7 @@ def test_centring_is_exact_and_narrows_the_2bit_error():
 # ----------------------------------------------------------------------------- the converter's writer
 
 def test_writer_checks_plans_and_means(smollm2, tmp_path):
-    from oscar import gguf_io
+    from oscar.core import gguf_io
     rot = np.stack([np.eye(HEAD_DIM, dtype=np.float32)] * N_LAYER)
     clips = np.ones(N_LAYER, np.float32)
     good_mean = np.zeros((N_LAYER, N_HEAD_KV, HEAD_DIM), np.float32)
@@ -286,7 +287,7 @@ def test_writer_checks_plans_and_means(smollm2, tmp_path):
 
 
 def test_writer_refuses_a_mean_of_another_head_size(smollm2, tmp_path):
-    from oscar import gguf_io
+    from oscar.core import gguf_io
     rot = np.stack([np.eye(HEAD_DIM, dtype=np.float32)] * N_LAYER)
     clips = np.ones(N_LAYER, np.float32)
     out = tmp_path / "o.gguf"

@@ -24,10 +24,10 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from oscar import paths
-from oscar import perplexity as pp
-from oscar.clip import clip_rows
-from oscar.quant import quantize
+from oscar.calib.clip import clip_rows
+from oscar.core import paths
+from oscar.core.quant import quantize
+from oscar.eval import perplexity as pp
 
 # SmolLM2-135M: 30 layers, head size 64, 9 query heads, 3 KV heads
 N_LAYER, HEAD_DIM, N_HEAD_KV = 30, 64, 3
@@ -49,7 +49,7 @@ def random_weight(rng: np.random.Generator, d: int) -> np.ndarray:
 
 def attention_shape(reader) -> tuple[int, int, int]:
     """``(n_layer, head_dim, n_head_kv)`` read from a GGUF's metadata (independently of
-    oscar.gguf_io)."""
+    oscar.core.gguf_io)."""
     arch = reader.fields["general.architecture"].contents()
 
     def get(key):
@@ -227,9 +227,9 @@ def test_rotation_invariance_f16(variant, f32_models, wiki_slice, f32_base):
 
 @pytest.fixture(scope="module")
 def folded_models(f32_models, tmp_path_factory) -> dict[str, Path]:
-    """The float32 SmolLM2 converted by oscar.gguf_io with random rotations and R_V folded
+    """The float32 SmolLM2 converted by oscar.core.gguf_io with random rotations and R_V folded
     into attn_v/attn_output (--fold-v), per layer and per KV head."""
-    from oscar import zoo
+    from oscar.core import rotfile
     d = tmp_path_factory.mktemp("oscar-fold")
     rng = np.random.default_rng(7)
     out = {}
@@ -240,7 +240,7 @@ def folded_models(f32_models, tmp_path_factory) -> dict[str, Path]:
         rot_k, rot_v = (np.stack([random_rotation(rng, HEAD_DIM) for _ in range(n)]).reshape(shape) for _ in range(2))
         # a rotation file without a fingerprint (random rotations fit any weights), through the CLI
         rot_file = d / f"{kind}.npz"
-        zoo.Rotations(rot_k, rot_v, ones, ones, {"n_layer": N_LAYER, "head_dim": HEAD_DIM, "n_head_kv": N_HEAD_KV}).save(rot_file)
+        rotfile.Rotations(rot_k, rot_v, ones, ones, {"n_layer": N_LAYER, "head_dim": HEAD_DIM, "n_head_kv": N_HEAD_KV}).save(rot_file)
         out[kind] = d / f"{kind}-folded.gguf"
         p = subprocess.run([str(paths.ROOT / ".venv" / "bin" / "oscar-convert"), str(f32_models["base"]), "--rotations",
                             str(rot_file), "--fold-v", "-q", "-o", str(out[kind])], capture_output=True, text=True, timeout=300)
@@ -291,7 +291,7 @@ def test_fold_orientation_matches_the_runtime_rotation():
     transpose; this pins the fold to the convention llama.cpp applies a stored R_V with (and
     the calibration computes R_V for): per KV head v' = v @ R, and o = o' @ Rᵀ per query head
     before the output projection. GQA 3 (9 query heads, 3 KV heads, head 64), per-head R."""
-    from oscar import gguf_io
+    from oscar.core import gguf_io
     rng = np.random.default_rng(3)
     d, hkv, h, n_embd = 64, 3, 9, 40
     r = np.stack([random_rotation(rng, d) for _ in range(hkv)]).astype(np.float64)
@@ -443,7 +443,7 @@ def _pair(layer: int, d: np.ndarray) -> dict:
     """Layer ``layer``'s key weighting replaced by R_K = diag(d) H, R_Q = diag(1/d) H (H the
     64-point Hadamard matrix, d powers of two: exact in float32, so R_Q R_Kᵀ = I exactly and only
     the gains, max d and max 1/d, and the condition number, max d / min d, vary)."""
-    from oscar.rotation import hadamard
+    from oscar.core.rotation import hadamard
     h = hadamard(HEAD_DIM)
     rk, rq = (d[:, None] * h).astype(np.float32), ((1 / d)[:, None] * h).astype(np.float32)
     return dict(weighted=True, edit={f"blk.{layer}.attn_k_oscar_rot": lambda r: rk,

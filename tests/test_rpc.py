@@ -18,8 +18,8 @@ import time
 import pytest
 
 from oscar import cli
-from oscar import perplexity as pp
-from oscar.llama_server import free_port, stop
+from oscar.eval import perplexity as pp
+from oscar.eval.llama_server import free_port, stop
 
 CTX, CHUNKS = 512, 2
 # windows smaller than the chunk, so that most cells of each chunk are read from the 2-bit tier

@@ -1,4 +1,4 @@
-"""The sandbox that runs generated code (oscar.sandbox), against hostile programs.
+"""The sandbox that runs generated code (oscar.eval.sandbox), against hostile programs.
 
 Each test PROBES and never exploits: a kernel interface is opened for writing and closed
 again without a byte written, a fork bomb's children only sleep, the disk is filled inside the
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from oscar import sandbox
+from oscar.eval import sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from oscar import capture, cli, clip, quant, sim  # noqa: E402
+from oscar import cli  # noqa: E402
+from oscar.calib import capture, clip, simcache  # noqa: E402
+from oscar.core import quant  # noqa: E402
+from oscar.sim import simulate as sim  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- fixtures
@@ -62,7 +65,7 @@ def _logits(model, ids, plan=None):
                 return model(input_ids=torch.from_numpy(ids)[None], use_cache=False).logits[0]
             finally:
                 model.set_attn_implementation(capture.CAPTURE_ATTN)
-        with sim.simulating(model, plan):
+        with simcache.simulating(model, plan):
             return model(input_ids=torch.from_numpy(ids)[None], use_cache=False).logits[0]
 
 
@@ -76,12 +79,12 @@ def test_oscar2_codes_bit_equal_numpy_reference():
     x[2, 2, :64] = np.repeat(np.float32([-1, -0.5, 0.5, 2]), 16)  # codes at .5 ties: half to even
     x[3, 0, :] = rng.standard_normal(128) * 1e4          # large (f16 step overflow region)
     x[4, 1, :64] = rng.standard_normal(64) * 1e-6        # f16-subnormal steps
-    codes, d, m = sim.oscar2_quantize(torch.from_numpy(x))
+    codes, d, m = simcache.oscar2_quantize(torch.from_numpy(x))
     ref = quant.quantize(x)
     np.testing.assert_array_equal(codes.numpy().reshape(-1, 64), quant.codes(ref))
     np.testing.assert_array_equal(d.numpy().reshape(-1).view(np.uint16), ref[:, 0:2].copy().view(np.uint16)[:, 0])
     np.testing.assert_array_equal(m.numpy().reshape(-1).view(np.uint16), ref[:, 2:4].copy().view(np.uint16)[:, 0])
-    np.testing.assert_array_equal(sim.oscar2_fake(torch.from_numpy(x)).numpy(), quant.fake_quantize(x))
+    np.testing.assert_array_equal(simcache.oscar2_fake(torch.from_numpy(x)).numpy(), quant.fake_quantize(x))
 
 
 def test_naive_int2_by_hand():
@@ -91,21 +94,21 @@ def test_naive_int2_by_hand():
     want = np.zeros(64, np.float32)
     want[:8] = [-1.0, 0.0, 1.0, 1.0, 2.0, -1.0, 0.0, 1.0]  # 0.5 -> 1.5 -> 2 -> 1.0; -0.5 -> 0.5 -> 0 -> -1.0; 1.5 -> 2.5 -> 2
     want[8:] = 0.0                                           # 0 -> code 1 -> 0.0
-    got = sim.oscar2_fake(torch.from_numpy(x)[None]).numpy()[0]
+    got = simcache.oscar2_fake(torch.from_numpy(x)[None]).numpy()[0]
     np.testing.assert_array_equal(got, want)
 
 
 def test_kivi_by_hand():
     # keys per channel, group of 4 tokens; exact params (no f16) for round numbers
     k = torch.tensor([[[0.0, 10.0], [0.5, 10.0], [0.9, 10.0], [-0.3, 10.0]]])  # [H=1, T=4, D=2]
-    got = sim.asym_fake(k.transpose(-1, -2), f16_params=False).transpose(-1, -2)
+    got = simcache.asym_fake(k.transpose(-1, -2), f16_params=False).transpose(-1, -2)
     # channel 0: min -0.3, step 0.4: codes 1, 2, 3, 0; channel 1 constant: step 0 -> the value itself
     want = torch.tensor([[[0.1, 10.0], [0.5, 10.0], [0.9, 10.0], [-0.3, 10.0]]])
     torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
     # the same through kivi_keys (group 4 along tokens) equals the hand values up to f16 params
     mn16, s16 = np.float16(-0.3).astype(np.float64), np.float16(np.float32(1.2) / 3).astype(np.float64)
     c0 = [mn16 + c * s16 for c in (1, 2, 3, 0)]
-    torch.testing.assert_close(sim.kivi_keys(k, group=4)[0, :, 0].double(), torch.tensor(c0, dtype=torch.float64),
+    torch.testing.assert_close(simcache.kivi_keys(k, group=4)[0, :, 0].double(), torch.tensor(c0, dtype=torch.float64),
                                atol=1e-6, rtol=0)
 
 
@@ -124,8 +127,8 @@ def _brute_asym(x: np.ndarray) -> np.ndarray:
 def test_kivi_against_brute_force():
     rng = np.random.default_rng(2)
     x = (rng.standard_normal((2, 70, 64)) * np.linspace(0.1, 8, 64)).astype(np.float32)  # [H, T, D]
-    gk = sim.kivi_keys(torch.from_numpy(x), group=32).double().numpy()
-    gv = sim.kivi_values(torch.from_numpy(x), group=32).double().numpy()
+    gk = simcache.kivi_keys(torch.from_numpy(x), group=32).double().numpy()
+    gv = simcache.kivi_values(torch.from_numpy(x), group=32).double().numpy()
     wk, wv = np.zeros_like(gk), np.zeros_like(gv)
     for h in range(2):
         for c in range(64):                       # keys: per channel, tokens 0-31, 32-63, 64-69
@@ -143,7 +146,7 @@ def test_q8_0_query_rounding_against_ggml_formula():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((3, 128)).astype(np.float32) * 5
     x[1, :32] = 0
-    got = sim.q8_0_fake(torch.from_numpy(x)).numpy()
+    got = simcache.q8_0_fake(torch.from_numpy(x)).numpy()
     want = np.zeros_like(x)
     for r in range(3):
         for a in range(0, 128, 32):
@@ -173,7 +176,7 @@ def test_clip_rows_equals_numpy_definition():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((5, 3, 64)).astype(np.float32)
     for r in (1.0, 0.96, 0.92, 0.746, 0.5):
-        np.testing.assert_array_equal(sim.clip_rows(torch.from_numpy(x), r).numpy(), clip.clip_rows(x, r))
+        np.testing.assert_array_equal(simcache.clip_rows(torch.from_numpy(x), r).numpy(), clip.clip_rows(x, r))
 
 
 # ----------------------------------------------------------------------------- which tier
@@ -203,20 +206,20 @@ def test_tier_rules_against_replay_and_definition():
     causal = (j <= i).numpy()
     kivi = sim.parse_method("kivi:group=16,residual=64")
     rk, rv = _kivi_replay(t, 64)
-    np.testing.assert_array_equal(sim.low_mask(kivi, "kivi", i, j, True).numpy() & causal, rk)
-    np.testing.assert_array_equal(sim.low_mask(kivi, "kivi", i, j, False).numpy() & causal, rv)
+    np.testing.assert_array_equal(simcache.low_mask(kivi, "kivi", i, j, True).numpy() & causal, rk)
+    np.testing.assert_array_equal(simcache.low_mask(kivi, "kivi", i, j, False).numpy() & causal, rv)
     osc = sim.parse_method("oscar:sink=16,recent=64")
     want = np.array([[not (q < 16 or p - q < 64) for q in range(t)] for p in range(t)]) & causal
-    np.testing.assert_array_equal(sim.low_mask(osc, "oscar2", i, j, True).numpy() & causal, want)
-    assert sim.low_mask(sim.PRESETS["int2"], "oscar2", i, j, True) is None  # no windows: all 2-bit
+    np.testing.assert_array_equal(simcache.low_mask(osc, "oscar2", i, j, True).numpy() & causal, want)
+    assert simcache.low_mask(simcache.PRESETS["int2"], "oscar2", i, j, True) is None  # no windows: all 2-bit
 
 
 def test_llama_hadamard_sizes():
-    assert sim.llama_hadamard_sizes(64) == (64, 64)
-    assert sim.llama_hadamard_sizes(128) == (128, 64)
-    assert sim.llama_hadamard_sizes(256) == (256, 64)
-    assert sim.llama_hadamard_sizes(192) == (64, 64)
-    assert sim.llama_hadamard_sizes(80) is None
+    assert simcache.llama_hadamard_sizes(64) == (64, 64)
+    assert simcache.llama_hadamard_sizes(128) == (128, 64)
+    assert simcache.llama_hadamard_sizes(256) == (256, 64)
+    assert simcache.llama_hadamard_sizes(192) == (64, 64)
+    assert simcache.llama_hadamard_sizes(80) is None
 
 
 def test_methods_parse():
@@ -247,17 +250,17 @@ def test_quantisation_off_equals_unmodified_model(sm, wiki_slice, calib):
     ids = sim.tokenize(sm.gguf, wiki_slice.read_text(errors="replace")).ids[:200]
     info = sm.info
     eager = _logits(sm.model, ids)
-    none = _logits(sm.model, ids, sim.make_plan(sim.PRESETS["none"], info.n_layer, info.head_dim, sm.perm, None))
+    none = _logits(sm.model, ids, simcache.make_plan(simcache.PRESETS["none"], info.n_layer, info.head_dim, sm.perm, None))
     bound = 1e-5 * float(eager.abs().max())
     assert float((none - eager).abs().max()) < 20 * bound
     # calibrated rotations (in llama.cpp's layout) without quantisation: attention unchanged
-    rot = sim.Method("rotate-only", rotation="calibrated")
-    rotated = _logits(sm.model, ids, sim.make_plan(rot, info.n_layer, info.head_dim, sm.perm, calib))
+    rot = simcache.Method("rotate-only", rotation="calibrated")
+    rotated = _logits(sm.model, ids, simcache.make_plan(rot, info.n_layer, info.head_dim, sm.perm, calib))
     assert float((rotated - eager).abs().max()) < 100 * bound
     # f16 rounding is live but small; 2-bit is not small
-    f16 = _logits(sm.model, ids, sim.make_plan(sim.PRESETS["f16"], info.n_layer, info.head_dim, sm.perm, None))
+    f16 = _logits(sm.model, ids, simcache.make_plan(simcache.PRESETS["f16"], info.n_layer, info.head_dim, sm.perm, None))
     d16 = float((f16 - eager).abs().max())
-    two = _logits(sm.model, ids, sim.make_plan(sim.PRESETS["int2"], info.n_layer, info.head_dim, sm.perm, None))
+    two = _logits(sm.model, ids, simcache.make_plan(simcache.PRESETS["int2"], info.n_layer, info.head_dim, sm.perm, None))
     assert 0 < d16 < 0.05 * float(eager.abs().max()) < float((two - eager).abs().max())
 
 
@@ -265,8 +268,8 @@ def test_oscar_codes_in_model_bit_equal_and_tiers_against_float64_loop(sm, calib
     q, k, v, scaling = layer_acts
     info = sm.info
     method = sim.parse_method("oscar:sink=8,recent=32,centre=0,plan=0")  # centring and plans: test_plan_centre.py
-    plan = sim.make_plan(method, info.n_layer, info.head_dim, sm.perm, calib)
-    p = sim.prepare(q, k, v, 3, plan)
+    plan = simcache.make_plan(method, info.n_layer, info.head_dim, sm.perm, calib)
+    p = simcache.prepare(q, k, v, 3, plan)
     # layout + rotation against numpy: llama.cpp dim i is Hugging Face dim perm[i]
     kr = k.numpy()[..., sm.perm] @ calib.rot_k[3]
     vr = v.numpy() @ calib.rot_v[3]
@@ -279,7 +282,7 @@ def test_oscar_codes_in_model_bit_equal_and_tiers_against_float64_loop(sm, calib
     np.testing.assert_array_equal(p.lo_k.numpy(), quant.fake_quantize(clip.clip_rows(kf, calib.clip_k[3])))
     np.testing.assert_array_equal(p.lo_v.numpy(), quant.fake_quantize(clip.clip_rows(vf, calib.clip_v[3])))
     # attention with the two tiers against a float64 loop over queries
-    out = sim.tiered_attention(p, method, scaling).double().numpy()
+    out = simcache.tiered_attention(p, method, scaling).double().numpy()
     qq, hk, hv, lk, lv = (x.double().numpy() for x in (p.q, p.hi_k, p.hi_v, p.lo_k, p.lo_v))
     hq, t, _ = qq.shape
     g = hq // hk.shape[0]
@@ -293,8 +296,8 @@ def test_oscar_codes_in_model_bit_equal_and_tiers_against_float64_loop(sm, calib
             w = np.exp(s - s.max())
             want[h, i] = (w / w.sum()) @ np.array(vals)
     np.testing.assert_allclose(out, want, atol=1e-4 * np.abs(want).max())
-    assert np.abs(out - sim.tiered_attention(sim.prepare(q, k, v, 3, sim.make_plan(
-        sim.PRESETS["none"], info.n_layer, info.head_dim, sm.perm, None)), sim.PRESETS["none"], scaling).numpy()).max() > 0
+    assert np.abs(out - simcache.tiered_attention(simcache.prepare(q, k, v, 3, simcache.make_plan(
+        simcache.PRESETS["none"], info.n_layer, info.head_dim, sm.perm, None)), simcache.PRESETS["none"], scaling).numpy()).max() > 0
 
 
 # ----------------------------------------------------------------------------- llama.cpp

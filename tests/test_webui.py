@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from oscar import paths
+from oscar.core import paths
 from server import llama_server
 
 CHROMIUM = "/usr/bin/chromium"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import oscar
-from oscar import gguf_io, paths
+from oscar.core import gguf_io, paths
 from lowlevel import Context
 from server import complete, llama_server
 
@@ -230,9 +230,10 @@ def llm_key_weighted(smollm2, tmp_path_factory):
     """SmolLM2 with the zoo's rotations and a key weighting: keys take W R and queries W^-1 R
     with a random symmetric positive definite W per layer (condition number 10), so R_K is not
     orthogonal and only R_Q^T undoes it."""
-    from oscar import zoo
+    from oscar.calib import zoo
+    from oscar.core import rotfile
     d = tmp_path_factory.mktemp("weighted")
-    rot = zoo.Rotations.load(zoo.find(gguf_io.model_shape(smollm2))[0])
+    rot = rotfile.Rotations.load(zoo.find(gguf_io.model_shape(smollm2))[0])
     rng = np.random.default_rng(0)
     n, dim = rot.rot_k.shape[0], rot.rot_k.shape[-1]
     u = np.linalg.qr(rng.standard_normal((n, dim, dim)))[0]

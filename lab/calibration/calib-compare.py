@@ -18,8 +18,9 @@ import time
 
 import numpy as np
 
-from oscar import calibrate as cal, capture, clip, paths
-from oscar.rotation import hadamard
+from oscar.calib import calibrate as cal, capture, clip
+from oscar.core import paths
+from oscar.core.rotation import hadamard
 
 
 def main() -> int:

@@ -5,7 +5,7 @@
    tokens) gives the same attention-aware covariances (Σ_K, Σ_V per layer) up to float32
    rounding (1e-4 relative), and the same clip ratios from the clip search in at least 90% of
    the layers (a near-tie of the search's grid may tip the other way); it exits 1 otherwise.
-2. Timing: for each --geometry (oscar.synthetic's named shapes), the capture (three passes of
+2. Timing: for each --geometry (oscar.bench.synthetic's named shapes), the capture (three passes of
    the model over --tokens + --heldout tokens) and the clip search, on each --device.
 
     lab/calibration/calib-device.py --device cuda,cpu --geometry smollm2-135m,qwen3-8b --tokens 16384 --json out.json
@@ -32,7 +32,8 @@ def build(geometry: str, device: str, seed: int = 0):
     """A llama-architecture causal LM with ``geometry``'s shapes and random weights, on ``device``."""
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
-    from oscar import capture, synthetic
+    from oscar.bench import synthetic
+    from oscar.calib import capture
     g = synthetic.GEOMETRIES[geometry]
     cfg = LlamaConfig(vocab_size=32000, hidden_size=g.n_embd, intermediate_size=g.n_ff, num_hidden_layers=g.n_layer,
                       num_attention_heads=g.n_head, num_key_value_heads=g.n_head_kv, head_dim=g.head_dim,
@@ -56,7 +57,7 @@ def sync(device: str) -> None:
 
 def run(model, info, fit, held, device: str, search: bool = True) -> dict:
     """Capture, rotations and (with ``search``) the clip search; times in seconds."""
-    from oscar import calibrate as cal, capture
+    from oscar.calib import calibrate as cal, capture
     sync(device)
     t0 = time.time()
     cap = capture.calibrate_statistics(model, info, fit, held, progress=False)
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda,cpu", help="comma-separated devices to time (default cuda,cpu)")
     ap.add_argument("--geometry", default="smollm2-135m,llama-3.2-1b,qwen3-8b",
-                    help="comma-separated oscar.synthetic geometries")
+                    help="comma-separated oscar.bench.synthetic geometries")
     ap.add_argument("--cpu-geometry", default="smollm2-135m",
                     help="the geometries also timed on the cpu device (default smollm2-135m: a CPU run of an 8B model "
                          "takes hours)")
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="write the figures here")
     a = ap.parse_args(argv)
     import torch
-    from oscar import capture
+    from oscar.calib import capture
     torch.set_num_threads(os.cpu_count() or 1)
     devices = [capture.check_device(d) for d in a.device.split(",")]
     out = {"torch": torch.__version__, "host": platform.node(), "cpus": os.cpu_count(),

@@ -3,7 +3,7 @@
 
 Captures MODEL once (FIT validation tokens for the covariances, then HELDOUT tokens in
 chunks of 2048 kept for the clip search), then for each variant builds rotations and
-searches the clip ratios (:func:`oscar.calibrate.finish`), writes
+searches the clip ratios (:func:`oscar.calib.calibrate.finish`), writes
 ``OUT/NAME.npz`` (a rotation file with full zoo metadata) and ``OUT/NAME.gguf`` (the
 converted model). Score the GGUFs end to end with lab/results/results-quality.py --extra.
 
@@ -29,7 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from oscar import calibrate as cal, gguf_io, paths
+from oscar.calib import calibrate as cal
+from oscar.core import gguf_io, paths
 
 #: name -> (per_head, lo, kind_k, kind_v, all held-out chunks)
 VARIANTS = {

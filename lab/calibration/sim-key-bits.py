@@ -38,29 +38,32 @@ def main() -> int:
     a = ap.parse_args()
 
     import torch
-    from oscar import humaneval, sim, zoo
-    from oscar.sim import clip_rows
+    from oscar.calib import simcache
+    from oscar.calib.simcache import clip_rows
+    from oscar.core import rotfile
+    from oscar.eval import humaneval
+    from oscar.sim import simulate as sim
 
-    base_quantize = sim.quantize_side
+    base_quantize = simcache.quantize_side
 
     def quantize_side(x, kind, clip, method, keys):  # oscar3c: the 2-bit clip before 3 bits
         if kind == "oscar3c":
             return base_quantize(clip_rows(x, clip) if clip < 1.0 else x, "oscar3", 1.0, method, keys)
         return base_quantize(x, kind, clip, method, keys)
-    sim.quantize_side = quantize_side
-    base_low_mask = sim.low_mask
-    sim.low_mask = lambda method, kind, i, j, keys: base_low_mask(method, "oscar3" if kind == "oscar3c" else kind, i, j, keys)
+    simcache.quantize_side = quantize_side
+    base_low_mask = simcache.low_mask
+    simcache.low_mask = lambda method, kind, i, j, keys: base_low_mask(method, "oscar3" if kind == "oscar3c" else kind, i, j, keys)
 
     raw = [json.loads(line) for line in gzip.open(humaneval.data_file(), "rt")]
     text = "".join(r["prompt"] + r["canonical_solution"] + "\n\n" for r in raw)
     sm = sim.load(a.model)
-    rot = zoo.Rotations.load(a.zoo)
-    calib = sim.calibration_of(rot, a.zoo)
+    rot = rotfile.Rotations.load(a.zoo)
+    calib = simcache.calibration_of(rot, a.zoo)
     errors = rot.meta["plan"]["errors"]
     ids = sim.chunks(sim.tokenize(a.model, text), a.ctx, a.chunks)
     n = sm.info.n_layer
     method = sim.parse_method(f"oscar:sink={a.sink},recent={a.recent}")
-    base = sim.make_plan(method, n, sm.info.head_dim, sm.perm, calib, 256, True)
+    base = simcache.make_plan(method, n, sm.info.head_dim, sm.perm, calib, 256, True)
     plans = {}
     for spec in a.settings.split(";"):
         name, _, kind = spec.partition("=")
@@ -74,14 +77,14 @@ def main() -> int:
             p.kq = [kind] * n
         plans[name] = p
         print(f"{name}: keys {p.kq}", flush=True)
-    ref_plan = sim.make_plan(sim.PRESETS["none"], n, sm.info.head_dim, sm.perm, None, 256)
-    stats = {k: sim.Stats() for k in plans}
+    ref_plan = simcache.make_plan(simcache.PRESETS["none"], n, sm.info.head_dim, sm.perm, None, 256)
+    stats = {k: simcache.Stats() for k in plans}
     t0 = time.time()
     for ci, c in enumerate(ids):
         targets = torch.from_numpy(c[len(c) // 2 + 1:])
-        ref = sim.chunk_logprobs(sm.model, c, ref_plan)
+        ref = simcache.chunk_logprobs(sm.model, c, ref_plan)
         for k, p in plans.items():
-            stats[k].add(sim.chunk_logprobs(sm.model, c, p), ref, targets)
+            stats[k].add(simcache.chunk_logprobs(sm.model, c, p), ref, targets)
         print(f"chunk {ci + 1}/{len(ids)} ({time.time() - t0:.0f} s)", flush=True)
     print(f"| keys | KLD vs unquantised | KLD 99 % | same top-1 |  ({len(ids)} chunks of {a.ctx}, windows {a.sink}/{a.recent})")
     print("|---|---|---:|---|")

@@ -28,7 +28,7 @@ if has rot; then
   grep -E 'centre|out_mean' $OUT/rot.log | head -3 | cut -c1-160
 fi
 export PYTHONPATH=build-cuda-src/gguf-py:py
-S="python3 -m oscar.synthetic qwen3-8b --weights q4_0 --oscar"
+S="python3 -m oscar.bench.synthetic qwen3-8b --weights q4_0 --oscar"
 P="--k-q8_0-layers 8,18,30 --k-q4_0-layers 21,24,35"
 # the zoo Qwen2.5-Coder-1.5B entry's 17 oscar3 key layers of 28, mapped onto 36
 L3="--k-oscar3-layers 3,6,8,11,16,18,19,21,22,23,25,26,27,28,29,30,31,32,33,34,35"
@@ -48,14 +48,14 @@ if has tg; then
   for r in $(seq ${TG_ROUNDS:-2}); do for m in $MODELS; do echo "round $r $m d0,16k: $(tg $m '-r 2 -d 0,16384')"; done; done
 fi
 if has kld; then
-  python3 -m oscar.synthetic smollm2-135m --weights f16 --oscar --centre --k-q8_0-layers 3 --k-q4_0-layers 17 -o /tmp/s135.gguf 2>/dev/null
+  python3 -m oscar.bench.synthetic smollm2-135m --weights f16 --oscar --centre --k-q8_0-layers 3 --k-q4_0-layers 17 -o /tmp/s135.gguf 2>/dev/null
   PPL_MODEL=/tmp/s135.gguf KLD_TYPES=oscar2 KLD_UB=4 $D kld 2>&1 | grep "GPU against CPU"
 fi
 if has d64k; then
   for r in $(seq ${ROUNDS:-2}); do for m in $MODELS; do echo "round $r $m d64k: $(tg $m '-r 1 -d 65536')"; done; done
 fi
 if has kw; then
-  python3 -m oscar.synthetic smollm2-135m --weights f16 --oscar --centre --key-weighting -o /tmp/s135kw.gguf 2>/dev/null
+  python3 -m oscar.bench.synthetic smollm2-135m --weights f16 --oscar --centre --key-weighting -o /tmp/s135kw.gguf 2>/dev/null
   for ub in 4 512; do
     PPL_MODEL=/tmp/s135kw.gguf KLD_TYPES=oscar2 KLD_UB=$ub $D kld 2>&1 | grep "GPU against CPU"
   done

@@ -174,7 +174,7 @@ step_synth() {
     [ "$SYNTH_OSCAR" = 2 ] && extra=(--oscar --fold-v)
     [ "$SYNTH_OSCAR" = 3 ] && extra=(--oscar --centre --k-q4_0-layers 14,19,23,30)
     log "synth: writing a Qwen3-8B-geometry model with random $WEIGHTS weights ${extra[*]}"
-    PYTHONPATH=$SRC/gguf-py:$ROOT/py python3 -m oscar.synthetic qwen3-8b -o "$SYNTH" --weights "$WEIGHTS" "${extra[@]}"
+    PYTHONPATH=$SRC/gguf-py:$ROOT/py python3 -m oscar.bench.synthetic qwen3-8b -o "$SYNTH" --weights "$WEIGHTS" "${extra[@]}"
 }
 
 step_bench() {
@@ -193,7 +193,7 @@ step_bench() {
     # the report: tables, the KV memory model, the largest context on this card, PNG
     local mem_gib
     mem_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{printf "%.1f", $1/1024}')
-    PYTHONPATH=$ROOT/py:$SRC/gguf-py python3 -m oscar.bench "$SYNTH" --from-jsonl "$OUT"/bench-*.jsonl \
+    PYTHONPATH=$ROOT/py:$SRC/gguf-py python3 -m oscar.bench.bench "$SYNTH" --from-jsonl "$OUT"/bench-*.jsonl \
         --mem-gib "$mem_gib" --out "$OUT/oscar-bench" -q > /dev/null || return 1
 }
 

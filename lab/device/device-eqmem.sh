@@ -88,7 +88,7 @@ step_eqmem() {
     wait_synth || return 1
     local mem
     mem=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{printf "%.1f", $1/1024}')
-    PYTHONPATH=py:build-cuda-src/gguf-py PYTHONUNBUFFERED=1 timeout 330 python3 -m oscar.bench "$SYN" --equal-memory "$EQ_CTX" --kv "$EQ_KV" -n 32 -ngl 99 \
+    PYTHONPATH=py:build-cuda-src/gguf-py PYTHONUNBUFFERED=1 timeout 330 python3 -m oscar.bench.bench "$SYN" --equal-memory "$EQ_CTX" --kv "$EQ_KV" -n 32 -ngl 99 \
         --bin-dir "$BIN" --mem-gib "$mem" --out "$RET/eqmem" 2>&1 | grep -E "^\||oscar-bench"
 }
 

@@ -18,7 +18,7 @@ UB=${UB:-16384}
 D=lab/device/device-cuda.sh
 CUDA_ARCH=90 OUT=/tmp/plan-kernels-logs bash $D build 2>&1 | tail -1
 export PYTHONPATH=build-cuda-src/gguf-py:py
-S="python3 -m oscar.synthetic qwen3-8b --weights q4_0 --oscar"
+S="python3 -m oscar.bench.synthetic qwen3-8b --weights q4_0 --oscar"
 $S -o /tmp/m-all.gguf 2>/dev/null
 $S --centre --k-q8_0-layers 8,18,30 --k-q4_0-layers 21,24,35 -o /tmp/m-both.gguf 2>/dev/null
 BIN=${CUDA_BUILD_DIR:-$ROOT/build-cuda}/bin

@@ -9,13 +9,13 @@ START=$(date +%s)
 CUDA_ARCH=90 lab/device/device-cuda.sh build > $OUT/build.log 2>&1 || { tail -30 $OUT/build.log; exit 1; }
 echo "build $(( $(date +%s) - START )) s"
 export PYTHONPATH=build-cuda-src/gguf-py:py
-python3 -m oscar.synthetic smollm2-135m --weights f16 --oscar --centre --k-q4_0-layers 3,17 -o /tmp/s135.gguf > $OUT/synth-s.log 2>&1 || tail $OUT/synth-s.log
+python3 -m oscar.bench.synthetic smollm2-135m --weights f16 --oscar --centre --k-q4_0-layers 3,17 -o /tmp/s135.gguf > $OUT/synth-s.log 2>&1 || tail $OUT/synth-s.log
 for ub in 512 4; do
   PPL_MODEL=/tmp/s135.gguf KLD_TYPES=oscar2 KLD_UB=$ub lab/device/device-cuda.sh kld > $OUT/kld-$ub.txt 2>&1
   grep "GPU against CPU" $OUT/kld-$ub.txt
 done
 SYNTH=/tmp/qwen3-8b-geometry-q4_0-oscar.gguf
-python3 -m oscar.synthetic qwen3-8b -o $SYNTH --weights q4_0 --oscar > $OUT/synth.log 2>&1 || { tail $OUT/synth.log; exit 1; }
+python3 -m oscar.bench.synthetic qwen3-8b -o $SYNTH --weights q4_0 --oscar > $OUT/synth.log 2>&1 || { tail $OUT/synth.log; exit 1; }
 B=build-cuda/bin
 export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
 run() { echo "== $*"; "$B/llama-bench" -m $SYNTH -ngl 99 -fa 1 -n 0 -r 3 "$@" -o md 2>/dev/null | grep -E "pp[0-9]"; }

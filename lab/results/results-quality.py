@@ -24,8 +24,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from oscar import paths
-from oscar import perplexity as pp
+from oscar.core import paths
+from oscar.eval import perplexity as pp
 
 ROOT = paths.ROOT
 
@@ -82,12 +82,13 @@ def ensure_converted(m: ModelSet) -> None:
                        env={**__import__("os").environ, "ONLY_CONVERT": "1"})
         return
     import numpy as np
-    from oscar import zoo
-    from oscar.gguf_io import model_shape
+    from oscar.calib import zoo
+    from oscar.core import rotfile
+    from oscar.core.gguf_io import model_shape
     conv = str(ROOT / ".venv" / "bin" / "oscar-convert")
     subprocess.run([conv, m.alias, "--rotations", "zoo", "-o", str(m.zoo), "--force", "-q"], check=True)
     f, _ = zoo.find(model_shape(m.orig))
-    rot = zoo.Rotations.load(f)
+    rot = rotfile.Rotations.load(f)
     rot.clip_k = np.full_like(rot.clip_k, 0.96)
     rot.clip_v = np.full_like(rot.clip_v, 0.92)
     with tempfile.TemporaryDirectory() as tmp:

@@ -12,20 +12,20 @@ from tqdm import tqdm
 
 
 def eval_main(argv: list[str] | None = None) -> int:
-    """``oscar-eval``: quality of KV cache types against f16 (see :mod:`oscar.evaluate`)."""
-    from . import evaluate
+    """``oscar-eval``: quality of KV cache types against f16 (see :mod:`oscar.eval.evaluate`)."""
+    from .eval import evaluate
     return evaluate.main(argv)
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """``oscar-bench``: llama-bench speed and KV memory against depth (see :mod:`oscar.bench`)."""
-    from . import bench
+    """``oscar-bench``: llama-bench speed and KV memory against depth (see :mod:`oscar.bench.bench`)."""
+    from .bench import bench
     return bench.main(argv)
 
 
 def synth_main(argv: list[str] | None = None) -> int:
-    """``oscar-synth``: write a synthetic GGUF model with real shapes (see :mod:`oscar.synthetic`)."""
-    from . import synthetic
+    """``oscar-synth``: write a synthetic GGUF model with real shapes (see :mod:`oscar.bench.synthetic`)."""
+    from .bench import synthetic
     return synthetic.main(argv)
 
 
@@ -62,10 +62,10 @@ FILE_FIX = "give a rotation file written by --save-rotations, or use --rotations
 def _resolve_model(spec: str, workdir, cleanup=None) -> tuple[Path, Path]:
     """``(gguf, pytorch_source)`` for MODEL: a zoo alias, a GGUF file, or a Hugging Face
     folder (converted to an f16 GGUF in ``workdir()``, a temporary folder made on first use,
-    with llama.cpp's converter, which ``cleanup`` (an :class:`oscar.atomic.Cleanup`) stops
+    with llama.cpp's converter, which ``cleanup`` (an :class:`oscar.core.atomic.Cleanup`) stops
     on a signal before it removes the folder)."""
     import subprocess
-    from . import paths
+    from .core import paths
     if spec in MODEL_ALIASES:
         name, fetch = MODEL_ALIASES[spec]
         p = paths.MODELS / name
@@ -107,7 +107,8 @@ def _resolve_model(spec: str, workdir, cleanup=None) -> tuple[Path, Path]:
 def convert_main(argv: list[str] | None = None) -> int:
     """``oscar-convert``: a GGUF with calibrated OSCAR rotations and clip ratios embedded.
     Returns 0, or 2 (``oscar-convert: error: ...`` on stderr, nothing written)."""
-    from . import calibrate as cal, rotation, zoo
+    from .calib import calibrate as cal, zoo
+    from .core import rotation
 
     ap = argparse.ArgumentParser(
         prog="oscar-convert",
@@ -197,7 +198,7 @@ def convert_main(argv: list[str] | None = None) -> int:
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     a = ap.parse_args(argv)
     out = Path(a.output)
-    from . import atomic
+    from .core import atomic
     try:
         return _convert(a, out)
     except atomic.WriteError as e:  # creating or renaming the output failed: nothing was written
@@ -210,7 +211,7 @@ def convert_main(argv: list[str] | None = None) -> int:
         print(f"oscar-convert: error: {e}; {out} was not written", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        # the partial output and work folder are already removed (oscar.atomic.Cleanup)
+        # the partial output and work folder are already removed (oscar.core.atomic.Cleanup)
         print(f"oscar-convert: interrupted: {out} was not written", file=sys.stderr)
         if argv is None:  # the command line: end by SIGINT (no traceback), so the exit status says so
             import signal
@@ -239,9 +240,11 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
     Temporaries: the output is written to ``.OUT.oscar-convert-<pid>-<random>.part`` and a
     Hugging Face MODEL is converted in a folder ``.OUT.oscar-convert-<pid>-<random>.d``, both
     beside OUT; both are removed at the end, on an exception and on SIGINT/SIGTERM, and a
-    SIGKILL's leftovers are removed by the next run for the same OUT (:mod:`oscar.atomic`)."""
+    SIGKILL's leftovers are removed by the next run for the same OUT (:mod:`oscar.core.atomic`)."""
     import time
-    from . import atomic, calibrate as cal, gguf_io, hub, rotation, zoo
+    from .core import atomic, gguf_io, rotation
+    from .calib import calibrate as cal, hub, zoo
+    from .core import rotfile
     t0 = time.time()
     if atomic.check_file_output(out) and not a.force:  # refuses a link, folder, device or FIFO, --force or not
         raise ConvertError(f"output {out} already exists: pass --force to overwrite it, or choose another -o")
@@ -251,7 +254,7 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
         raise ConvertError("--calib-tokens must be >= 64 and --heldout-tokens >= 400 (the clip search needs "
                            "queries beyond the 64 sink + 256 recent 16-bit tokens)")
     if a.kv_bits is not None and not 2.0 <= a.kv_bits <= 16.0:
-        from . import plan as kvplan
+        from .core import plan as kvplan
         # every layer in oscar2 with the default windows (64 sink + 256 recent), as the plan counts it
         o2 = kvplan.bits_per_value([kvplan.LayerShape(64, 64)], ["oscar2"], ["oscar2"], kvplan.BUDGET_CTX)
         raise ConvertError(f"--kv-bits {a.kv_bits}: the budget is in bits per value, between 2 and 16 "
@@ -302,7 +305,7 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                     raise ConvertError(str(e)) from e
                 else:
                     try:
-                        rot = zoo.Rotations.load(f)
+                        rot = rotfile.Rotations.load(f)
                     except ValueError as e:
                         raise ConvertError(f"{a.rotations}: {e}") from e
                     rot.validate(shape, f"{a.rotations} ({f.name})")
@@ -310,7 +313,7 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             if use_zoo:
                 try:
                     f, entry = zoo.find(shape, per_head=True if a.per_head else None)
-                    rot = zoo.Rotations.load(f)
+                    rot = rotfile.Rotations.load(f)
                 except (zoo.NoZooEntry, zoo.BadZoo) as e:
                     raise ConvertError(str(e)) from e
                 except (ValueError, FileNotFoundError) as e:
@@ -321,10 +324,10 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             elif hub.is_hub_spec(a.rotations):
                 pass
             elif a.rotations == "calibrate":
-                from . import paths
+                from .core import paths
                 data = a.calib_data or str(paths.WIKITEXT2_VALID)
                 try:
-                    from . import plan as kvplan
+                    from .core import plan as kvplan
                     budget = None if a.kv_plan == "off" else (kvplan.DEFAULT_BUDGET if a.kv_bits is None else a.kv_bits)
                     rot, rep = cal.calibrate(src, gguf_path, shape, data, a.calib_tokens, a.heldout_tokens,
                                              a.calib_ctx, a.per_head, progress=not a.quiet, centre=not a.no_centre,
@@ -350,7 +353,7 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                 if f.is_dir():
                     raise ConvertError(f"--rotations {f} is a folder: {FILE_FIX}")
                 try:
-                    rot = zoo.Rotations.load(f)
+                    rot = rotfile.Rotations.load(f)
                 except FileNotFoundError as e:
                     raise ConvertError(f"{e} (--rotations takes zoo, calibrate or a rotation file)") from e
                 except ValueError as e:  # names the file, the key and the fix already
@@ -361,7 +364,7 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
                 raise ConvertError(f"--per-head asked for, but the rotations ({how}) are per layer")
             cal_meta = rot.meta.get("calibration", {})
             if a.kv_bits is not None and a.rotations != "calibrate" and a.kv_plan == "auto":
-                from . import plan as kvplan
+                from .core import plan as kvplan
                 try:
                     new = kvplan.replan(rot.meta.get("plan"), a.kv_bits, rot.meta.get("sink_tokens", 64),
                                         rot.meta.get("recent_tokens", 256))
@@ -416,7 +419,8 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
 
 def oscar_main(argv: list[str] | None = None) -> int:
     """``oscar``: small utilities (``oscar zoo list``)."""
-    from . import zoo
+    from .calib import zoo
+    from .core import rotfile
 
     ap = argparse.ArgumentParser(prog="oscar", description="OSCAR utilities.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -445,7 +449,7 @@ def oscar_main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.cmd == "dequantize":
         import time
-        from . import capture
+        from .calib import capture
         t0 = time.time()
         try:
             info = capture.save_dequantized(a.gguf, a.folder)
@@ -480,7 +484,7 @@ def oscar_main(argv: list[str] | None = None) -> int:
             print("oscar zoo add: error: give --dir or set OSCAR_ZOO to your zoo folder", file=sys.stderr)
             return 1
         try:
-            f = zoo.add(d, a.name, zoo.Rotations.load(a.file), half=a.half)
+            f = zoo.add(d, a.name, rotfile.Rotations.load(a.file), half=a.half)
         except (ValueError, OSError) as e:
             print(f"oscar zoo add: error: {e}", file=sys.stderr)
             return 1

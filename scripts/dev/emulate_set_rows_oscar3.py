@@ -4,7 +4,7 @@ of a 64-value oscar3 block by one warp (lane l holds elements l and l + 32): the
 maximum with the first index on ties (the sign of a zero extreme), the step and minimum in f16,
 the codes in round-to-nearest float32 steps, the low two bits packed with one shuffle and the
 third bits with two ballots. Its bytes are compared with ggml's quantize_row_oscar3_ref (the C
-library of a CPU build, OSCAR_GGML_BASE or build/bin/libggml-base.so; without one, oscar.quant's
+library of a CPU build, OSCAR_GGML_BASE or build/bin/libggml-base.so; without one, oscar.core.quant's
 copy of it), which the CUDA write must equal byte for byte: random blocks and edge cases (signed
 zeros, NaN, values past the f16 range, constant blocks, ties at half steps).
 
@@ -79,7 +79,7 @@ def warp_quantize(x: np.ndarray) -> bytes:
 
 
 def reference():
-    """quantize_row_oscar3_ref from a CPU build of ggml, or oscar.quant's copy; (function, name)."""
+    """quantize_row_oscar3_ref from a CPU build of ggml, or oscar.core.quant's copy; (function, name)."""
     lib = os.environ.get("OSCAR_GGML_BASE", str(ROOT / "build" / "bin" / "libggml-base.so"))
     if Path(lib).exists():
         try:
@@ -97,8 +97,8 @@ def reference():
                 return y.tobytes()
             return q, f"quantize_row_oscar3_ref ({lib})"
     sys.path.insert(0, str(ROOT / "py"))
-    from oscar.quant import quantize_oscar3
-    return (lambda x: quantize_oscar3(np.asarray(x, dtype=np.float32)).tobytes()), "oscar.quant.quantize_oscar3"
+    from oscar.core.quant import quantize_oscar3
+    return (lambda x: quantize_oscar3(np.asarray(x, dtype=np.float32)).tobytes()), "oscar.core.quant.quantize_oscar3"
 
 
 def blocks(rng, n: int):

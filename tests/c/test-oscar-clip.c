@@ -1,6 +1,6 @@
 // The clipped KV-cache write (ggml_set_rows_clip) of the patched ggml, run on the CPU
 // backend, for tests/test_rotation_llama.py to compare against numpy
-// (py/oscar/clip.py clip_rows, then py/oscar/quant.py quantize).
+// (py/oscar/calib/clip.py clip_rows, then py/oscar/core/quant.py quantize).
 //
 //   test-oscar-clip IN.f32 OUT.bin N_ROW N_SEG R [f16]
 //

@@ -5,7 +5,7 @@
 //                                      quantise the float32 values in IN.f32 with
 //                                      ggml's reference quantiser; write the blocks,
 //                                      then the dequantised float32 values, to OUT.bin
-//                                      (py/oscar/quant.py checks them bit for bit)
+//                                      (py/oscar/core/quant.py checks them bit for bit)
 //   test-oscar2 dot                    this CPU's vec_dot (SIMD) against the scalar formula (oscar2, oscar3)
 //   test-oscar2 mad                    this CPU's fused V accumulation against dequantise + axpy
 //   test-oscar2 dots                   this CPU's scores of a group of rows against several Q rows

@@ -8,7 +8,7 @@ configuration and the 2-bit tier holds most of it) followed by the problem's sig
 docstring. The completion, cut at the next top-level statement, is run with the problem's
 tests in a bubblewrap sandbox (an unprivileged user in namespaces of its own: no network, only
 /usr visible and read-only, a small tmpfs as its folder, limits on the whole process tree:
-:mod:`oscar.sandbox`). pass@1 is the fraction passed.
+:mod:`oscar.eval.sandbox`). pass@1 is the fraction passed.
 """
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import kvmem, llama_server, report, sandbox
+from ..core import kvmem
+from . import llama_server, report, sandbox
+from .inputs import known_kv_types, model_context, model_file_problem
 from . import perplexity as pp
 from .humaneval_preamble import PREAMBLE
 
@@ -264,7 +266,6 @@ def parser() -> argparse.ArgumentParser:
 def check_inputs(a: argparse.Namespace) -> tuple[Path, list[pp.KVConfig], list[Problem], str]:
     """Every check that can fail before a run starts; returns the model, the configurations
     (f16 first), the problems and the sandbox's description."""
-    from .evaluate import known_kv_types, model_context, model_file_problem
     model = Path(a.model)
     if (problem := model_file_problem(model)) is not None:
         raise HumanEvalError(problem)

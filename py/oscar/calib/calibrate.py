@@ -1,11 +1,11 @@
 """Calibration pipeline: capture -> covariances -> rotations -> clip search -> :class:`Rotations`.
 
 Capture and search run in Hugging Face's head layout; the rotations are then
-re-expressed in llama.cpp's layout (:func:`oscar.capture.qk_permutation`), which is
+re-expressed in llama.cpp's layout (:func:`oscar.calib.capture.qk_permutation`), which is
 what the GGUF and rotation files store.
 
 Key weighting (``finish(key_weighting=True)``, the default for calibrated K rotations):
-keys use ``R_K = W R`` and queries ``R_Q = W⁻¹ R`` (:func:`oscar.rotation.key_weighting`,
+keys use ``R_K = W R`` and queries ``R_Q = W⁻¹ R`` (:func:`oscar.core.rotation.key_weighting`,
 W from Σ_K and the centred key covariance of the fit tokens), in the clip search, the
 centring means, the window split and the plan alike; the rotation file keeps the
 orthogonal R as ``rot_k`` and W as ``weight_k``. In the GGUF layout the key permutation
@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import capture, clip, gguf_io, plan, rotation
-from .rotation import hadamard, rotation_from_covariance, weighted_rotations
-from .zoo import Rotations
+from . import capture, clip
+from ..core import gguf_io, plan, rotation
+from ..core.rotation import hadamard, rotation_from_covariance, weighted_rotations
+from ..core.rotfile import Rotations
 
 OBJECTIVE = ("per-layer clip ratios for K and V minimising the squared attention-output error on held-out "
              "calibration tokens (oscar2 2-bit, 16-bit sinks/recent windows); rotations U*H*P from "
@@ -71,7 +72,7 @@ def rotations_from_capture(cap: capture.Capture, per_head: bool) -> tuple[np.nda
 
 def key_weights_from_capture(cap: capture.Capture, per_head: bool,
                              exponent: float = rotation.KEY_WEIGHT_EXPONENT) -> np.ndarray:
-    """The key weightings W (:func:`oscar.rotation.key_weighting` of each layer's Σ_K and
+    """The key weightings W (:func:`oscar.core.rotation.key_weighting` of each layer's Σ_K and
     centred key covariance, ``exponent`` as there), float64 ``[L, D, D]`` or ``[L, Hkv, D, D]``
     (Hugging Face layout)."""
     return np.stack([rotation.key_weighting(m.sigma_k(per_head), m.cov_k(per_head), exponent) for m in cap.moments])
@@ -113,12 +114,12 @@ def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, pro
                  mean_v: np.ndarray | None = None,
                  plan_pairs: list[tuple[str, str]] | tuple = (),
                  rot_q: np.ndarray | None = None) -> tuple[list[clip.ClipResult], list[dict]]:
-    """Per-layer clip search (:func:`oscar.clip.search_layer`, grid of ratios >= ``lo``) with a
+    """Per-layer clip search (:func:`oscar.calib.clip.search_layer`, grid of ratios >= ``lo``) with a
     progress bar. rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (Hugging Face layout; rot_k
     the keys' matrix, rot_q the queries', of its shape, None: rot_k); mean_k,
     mean_v: ``[L, Hkv, D]`` rotated centring means, or None. With ``plan_pairs`` ((K type, V type)
-    pairs, :func:`oscar.plan.measured_pairs`), also each layer's relative attention-output error
-    for each pair at the chosen clips (what :func:`oscar.plan.choose` needs); otherwise empty
+    pairs, :func:`oscar.core.plan.measured_pairs`), also each layer's relative attention-output error
+    for each pair at the chosen clips (what :func:`oscar.core.plan.choose` needs); otherwise empty
     tables."""
     from tqdm import tqdm
     results, tables = [], []
@@ -190,7 +191,7 @@ def hadamard_rotations(info: capture.ModelInfo) -> np.ndarray:
 
 def key_permutation(model, gguf_path: str | Path, info: capture.ModelInfo) -> np.ndarray | None:
     """``π`` ``[D]`` with ``k_gguf = k_hf[π]`` for every key (and query) head, or None when the
-    GGUF keeps Hugging Face's layout (:func:`oscar.capture.qk_permutation`)."""
+    GGUF keeps Hugging Face's layout (:func:`oscar.calib.capture.qk_permutation`)."""
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     w_hf = base.layers[0].self_attn.k_proj.weight.detach().float().cpu().numpy()
     w_gg = gguf_io.tensor_f32(gguf_path, "blk.0.attn_k.weight")
@@ -235,7 +236,7 @@ def run_capture(model_src: str | Path, gguf_path: str | Path, shape: gguf_io.Mod
     covariances; the next ``heldout_tokens`` of the text score the clip search; the
     ``score_tokens`` after those (chunks of :data:`SCORE_CTX`) are kept for
     :func:`choose_key_weighting`. ``device``: where the model runs
-    (:func:`oscar.capture.check_device`; None: the best available).
+    (:func:`oscar.calib.capture.check_device`; None: the best available).
     """
     import torch
     device = capture.check_device(device)  # first: a device PyTorch lacks fails before anything is loaded
@@ -267,7 +268,7 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
            weight_exponent: float = rotation.KEY_WEIGHT_EXPONENT) -> tuple[Rotations, Report]:
     """Rotations (``kind_k``/``kind_v`` in :data:`ROTATION_KINDS`; per layer or per KV head),
     the centring means (``centre``), the clip search (ratios >= ``lo``) and a precision plan
-    within ``budget`` bits per value (:mod:`oscar.plan`; None: every layer oscar2, no plan)
+    within ``budget`` bits per value (:mod:`oscar.core.plan`; None: every layer oscar2, no plan)
     from a capture, as a :class:`Rotations` in the GGUF's head layout with its zoo metadata.
     ``key_weighting`` (calibrated K rotations only): keys use ``W R`` and queries ``W⁻¹ R``
     everywhere (see the module docstring), ``d = (λ/s)^weight_exponent``; the result's ``weight_k`` is W."""
@@ -343,12 +344,12 @@ def finish(c: Captured, per_head: bool = False, lo: float = clip.DEFAULT_CLIP_LO
 def choose_key_weighting(c: Captured, exponents: tuple[float, ...] = AUTO_EXPONENTS, progress: bool = True,
                          **finish_kw) -> tuple[Rotations, Report, dict[float, float]]:
     """:func:`finish` once per key weighting exponent (0: no weighting), then the 2-bit cache of
-    each result simulated (:func:`oscar.sim.score_runs`: its rotations, clips, centring, plan
+    each result simulated (:func:`oscar.calib.simcache.score_runs`: its rotations, clips, centring, plan
     and windows) on ``c.score_ids``, tokens that neither fit nor searched anything; the one with
     the least mean KL divergence of the next-token distribution from the unquantised model's
     is returned, with ``{exponent: KLD}`` of all, also written into its meta
     (``calibration.key_weighting_scores``)."""
-    from . import sim
+    from . import simcache
     if not c.score_ids:
         raise ValueError("choosing the key weighting needs scoring tokens: run_capture(..., score_tokens=N)")
     finished = {}
@@ -356,13 +357,13 @@ def choose_key_weighting(c: Captured, exponents: tuple[float, ...] = AUTO_EXPONE
         finished[a] = finish(c, progress=progress, key_weighting=a > 0,
                              weight_exponent=a if a > 0 else rotation.KEY_WEIGHT_EXPONENT, **finish_kw)
     perm = key_permutation(c.model, c.gguf_path, c.info)
-    sm = sim.SimModel(c.model, c.info, c.gguf_path, perm, "calibration")
+    sm = simcache.SimModel(c.model, c.info, c.gguf_path, perm, "calibration")
     runs = {}
     for a, (rot, _rep) in finished.items():
-        method = replace(sim.PRESETS["oscar"], name=exponent_name(a), sink=rot.meta["sink_tokens"],
+        method = replace(simcache.PRESETS["oscar"], name=exponent_name(a), sink=rot.meta["sink_tokens"],
                          recent=rot.meta["recent_tokens"])
-        runs[exponent_name(a)] = (method, sim.calibration_of(rot, f"exponent {exponent_name(a)}"))
-    res = sim.score_runs(sm, c.score_ids, runs, progress=progress, desc="key weighting")
+        runs[exponent_name(a)] = (method, simcache.calibration_of(rot, f"exponent {exponent_name(a)}"))
+    res = simcache.score_runs(sm, c.score_ids, runs, progress=progress, desc="key weighting")
     scores = {a: res[exponent_name(a)]["kld"] for a in exponents}
     best = min(exponents, key=lambda a: (scores[a], a))
     rot, rep = finished[best]

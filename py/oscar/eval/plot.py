@@ -15,7 +15,7 @@ def _save(plt, fig, path: str | Path, title: str) -> Path:
     """Title, layout, write the PNG, free the figure."""
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    from . import atomic
+    from ..core import atomic
     try:
         atomic.check_file_output(path, "figure")  # savefig would write through a link or into a FIFO
     except atomic.NotRegularOutput:
@@ -103,7 +103,7 @@ def passkey_accuracy(rows: list[dict], path: str | Path, title: str) -> Path:
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    from . import atomic
+    from ..core import atomic
     try:
         atomic.check_file_output(path, "figure")  # savefig would write through a link or into a FIFO
     except atomic.NotRegularOutput:

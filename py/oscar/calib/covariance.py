@@ -19,7 +19,7 @@ exact ``C_h`` of all calibration tokens and no activations are kept.
 
 Pass 2 also sums ``k kᵀ`` per KV head, for the centred key covariance
 ``Cov_K = E[k kᵀ] - μ μᵀ`` (``[Hkv, D, D]``, μ the head's mean key; per layer the mean over
-heads) that the key weighting compares with ``Σ_K`` (:func:`oscar.rotation.key_weighting`).
+heads) that the key weighting compares with ``Σ_K`` (:func:`oscar.core.rotation.key_weighting`).
 """
 from __future__ import annotations
 

@@ -92,10 +92,10 @@ def run(model: str, configs: Iterable, ctxs: list[int], depths: list[float], tri
         n_gen: int = 8, threads: int | None = None, progress: bool = True) -> list[dict]:
     """Greedy passkey retrieval through the bindings for every (configuration, ctx, depth).
 
-    configs: :class:`oscar.perplexity.KVConfig` objects (their ``--kv-sink``/``--kv-recent``
+    configs: :class:`oscar.eval.perplexity.KVConfig` objects (their ``--kv-sink``/``--kv-recent``
     flags and environment apply). Returns one :func:`summarise` row per cell."""
     from tqdm import tqdm
-    from . import llama
+    from ..core import llama
 
     configs = list(configs)
     ks = keys(trials, seed)

@@ -5,8 +5,8 @@
 The search (:func:`search_layer`) simulates one attention layer on held-out
 calibration activations: keys and values rotated (``k' = k @ R_K``, ``v' = v @ R_V``,
 queries ``q' = q @ R_Q``, where ``R_Q = R_K`` for an orthogonal R_K and ``W⁻¹ R`` for a
-weighted ``R_K = W R``, :func:`oscar.rotation.key_weighting`), clipped with :func:`clip_rows`, quantised with the real
-``oscar2`` reference (:func:`oscar.quant.fake_quantize`), mixed with the 16-bit tier
+weighted ``R_K = W R``, :func:`oscar.core.rotation.key_weighting`), clipped with :func:`clip_rows`, quantised with the real
+``oscar2`` reference (:func:`oscar.core.quant.fake_quantize`), mixed with the 16-bit tier
 per query (a query at position t reads positions ``< S`` and ``> t - W`` exactly,
 everything else quantised), and scored by the squared error of the attention
 output against unquantised attention. It picks the clip index per layer for K and
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import kvmem
-from .quant import fake_as, fake_quantize
+from ..core import kvmem
+from ..core.quant import fake_as, fake_quantize
 
 FIXED_CLIP_K = 0.96
 FIXED_CLIP_V = 0.92

@@ -4,14 +4,14 @@ Runs our ``llama-bench`` (or one from ``--bin-dir``) once per KV configuration o
 requested depths (``-d``, JSONL output), and adds the KV cache size each configuration
 needs at each depth, computed from the model's geometry (read from the GGUF with
 gguf-py) and the bits of each type, the ``oscar2`` 16-bit window pool included
-(:mod:`oscar.kvmem`). A llama-bench run that fails (out of memory at a depth, a crash,
+(:mod:`oscar.core.kvmem`). A llama-bench run that fails (out of memory at a depth, a crash,
 a timeout) becomes a row saying so, and the sweep goes on with the next depths.
 ``--from-jsonl`` makes the same report from llama-bench JSONL recorded elsewhere (a GPU
 machine that returns files only), without running anything.
 
 Self-contained: needs numpy, gguf-py (on PYTHONPATH: ``llama.cpp/gguf-py``) and
 optionally tqdm and matplotlib, so that it runs on a bare GPU machine with
-``PYTHONPATH=py:llama.cpp/gguf-py python3 -m oscar.bench ...``.
+``PYTHONPATH=py:llama.cpp/gguf-py python3 -m oscar.bench.bench ...``.
 """
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import equalmem, kvmem, report
-from .perplexity import KVConfig, parse_kv_list
+from . import equalmem
+from ..core import kvmem
+from ..eval import report
+from ..eval.perplexity import KVConfig, parse_kv_list
 
 try:
     from tqdm import tqdm
@@ -54,7 +56,7 @@ slots per layer. The context of a test is depth + n-prompt + n-gen, as llama-ben
 
 examples:
   oscar-bench models/SmolLM2-135M-Instruct.Q4_1.gguf --kv f16,q4_0,oscar2 --depth 0,4096 -p 512 -n 64 --out results/bench
-  PYTHONPATH=py:llama.cpp/gguf-py python3 -m oscar.bench qwen3-8b.gguf --kv f16,q8_0,q4_0,oscar2 \\
+  PYTHONPATH=py:llama.cpp/gguf-py python3 -m oscar.bench.bench qwen3-8b.gguf --kv f16,q8_0,q4_0,oscar2 \\
       --depth 0,16384,65536,131072 --bin-dir build-cuda/bin -ngl 99 --mem-gib 141 --out results/h200
   oscar-bench qwen3-8b.gguf --from-jsonl results/h200/bench-*.jsonl --mem-gib 139.8 --out results/h200
       (the report of llama-bench -o jsonl runs made elsewhere; KV types, depths, -p and -n
@@ -540,14 +542,14 @@ def main(argv: list[str] | None = None) -> int:
     written = []
     if a.out:
         out = Path(a.out)
-        from . import atomic
+        from ..core import atomic
         atomic.check_dir_output(out)
         out.mkdir(parents=True, exist_ok=True)
         atomic.write_text(out / "bench.md", md)
         report.write_json(out / "bench.json", {"meta": meta, "rows": rows, "fits": fits})
         written += [str(out / "bench.md"), str(out / "bench.json")]
         try:
-            from . import plot
+            from ..eval import plot
             plot.speed_vs_depth(rows, out / "bench.png", f"{title}: llama-bench, {lb.get('backends', '')} "
                                 f"{lb.get('gpu_info') or lb.get('cpu_info') or ''}")
             written.append(str(out / "bench.png"))
@@ -578,7 +580,7 @@ def equal_memory_main(a: argparse.Namespace, model: Path, bin_dir: Path, configs
     written = []
     if a.out:
         out = Path(a.out)
-        from . import atomic
+        from ..core import atomic
         atomic.check_dir_output(out)
         out.mkdir(parents=True, exist_ok=True)
         atomic.write_text(out / "eqmem.md", md)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-#: repository root (py/oscar/paths.py -> ../..)
-ROOT = Path(__file__).resolve().parents[2]
+#: repository root (py/oscar/core/paths.py -> ../../..)
+ROOT = Path(__file__).resolve().parents[3]
 BUILD_BIN = Path(os.environ.get("OSCAR_BUILD_BIN", ROOT / "build" / "bin"))
 MODELS = Path(os.environ.get("OSCAR_MODELS", ROOT / "models"))
 SHARED_DATA = Path(os.environ.get("OSCAR_DATA", ROOT.parent / "shared" / "data"))

@@ -3,7 +3,7 @@ fits on a device, its decode throughput, and the bandwidth that throughput impli
 
 The batch a type fits is found by trying it (``fits(batch) -> bool``, a short
 llama-batched-bench run that allocates the whole cache and the compute buffers and
-decodes one token): the KV memory model (:mod:`oscar.kvmem`) gives the first guess, and
+decodes one token): the KV memory model (:mod:`oscar.core.kvmem`) gives the first guess, and
 :func:`largest_batch` walks and bisects from there. The measurement itself is
 llama-batched-bench ``-pps`` (the prompt decoded once and copied into every sequence's
 own stream), ``-ntg`` tokens generated per sequence.
@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Callable
 
-from . import kvmem
+from ..core import kvmem
 
 #: most sequences llama.cpp takes in one context (LLAMA_MAX_SEQ)
 MAX_SEQ = 256

@@ -1,7 +1,8 @@
-"""The limits on what an OSCAR GGUF may carry, loaded from ``limits.json`` beside this file.
+"""The limits on what an OSCAR GGUF may carry, loaded from ``py/oscar/limits.json`` (package data of
+:mod:`oscar`, where llama.cpp's messages name it).
 
 ``limits.json`` is the one list of these numbers: the converter (this module, used by
-:mod:`oscar.zoo` when it reads a rotation file and by :mod:`oscar.gguf_io` before it writes)
+:mod:`oscar.calib.zoo` when it reads a rotation file and by :mod:`oscar.core.gguf_io` before it writes)
 and llama.cpp (which refuses the same values when it loads a model) both follow it, and both
 sides' tests read it. Each ``check_*`` function takes one kind of value, returns it as it is
 stored in the GGUF and raises ``ValueError`` naming the key (and layer), the value and the
@@ -38,7 +39,7 @@ import numpy as np
 from .rotation import pair_error
 
 #: everything in limits.json, as read
-LIMITS: dict[str, Any] = json.loads(resources.files(__package__).joinpath("limits.json").read_text(encoding="utf-8"))
+LIMITS: dict[str, Any] = json.loads(resources.files("oscar").joinpath("limits.json").read_text(encoding="utf-8"))
 
 CLIP_RATIO_MIN_EXCLUSIVE: float = float(LIMITS["clip_ratio_min_exclusive"])
 CLIP_RATIO_MAX: float = float(LIMITS["clip_ratio_max"])

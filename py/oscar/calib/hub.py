@@ -1,7 +1,7 @@
 """Rotations from the Hugging Face Hub: ``--rotations hf:OWNER/REPO[:FILE]``.
 
 A hub repository of OSCAR rotations is a zoo folder as ``oscar zoo push`` writes it:
-rotation files (safetensors) and ``manifest.json`` (:mod:`oscar.zoo`). ``hf:OWNER/REPO``
+rotation files (safetensors) and ``manifest.json`` (:mod:`oscar.calib.zoo`). ``hf:OWNER/REPO``
 takes the manifest entry whose fingerprint is the model's; ``hf:OWNER/REPO:FILE`` takes that
 file (checked against the model like any rotation file).
 
@@ -22,7 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .gguf_io import ModelShape
+from ..core.gguf_io import ModelShape
 
 PREFIX = "hf:"
 #: seconds the reachability probe of the endpoint waits

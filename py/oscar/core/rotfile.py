@@ -1,26 +1,27 @@
-"""Rotation files (``.safetensors`` or ``.npz``) and the rotation zoo.
+"""Rotation files (``.safetensors`` or ``.npz``): :class:`Rotations`, what calibration makes
+and the converter writes into a GGUF.
 
 A rotation file holds, for one model (all in llama.cpp's head layout):
 
 - ``rot_k``, ``rot_v``: ``[L, D, D]`` (one rotation per layer) or ``[L, Hkv, D, D]``
   (per KV head); ``k' = k @ rot_k[l]`` (row vectors). float32, or float16 to halve the
   file (``save(half=True)``, ``oscar zoo add --half``): float16 rotations are made
-  orthogonal again on load (:func:`oscar.rotation.nearest_orthogonal`), which moves each
+  orthogonal again on load (:func:`oscar.core.rotation.nearest_orthogonal`), which moves each
   entry by about the float16 rounding (1e-4 for D = 256).
-- ``clip_k``, ``clip_v``: ``[L]`` clip ratios (:func:`oscar.clip.clip_rows`).
+- ``clip_k``, ``clip_v``: ``[L]`` clip ratios (:func:`oscar.calib.clip.clip_rows`).
 - ``mean_k``, ``mean_v`` (optional): ``[L, Hkv, D]`` float32 centring means in rotated
-  coordinates (:func:`oscar.calibrate.rotated_means`); absent in files made without centring.
-- ``weight_k`` (optional): the key weighting W (:func:`oscar.rotation.key_weighting`),
+  coordinates (:func:`oscar.calib.calibrate.rotated_means`); absent in files made without centring.
+- ``weight_k`` (optional): the key weighting W (:func:`oscar.core.rotation.key_weighting`),
   symmetric positive definite: keys use ``R_K = W @ rot_k`` and queries ``R_Q = W⁻¹ @ rot_k``
   (:attr:`Rotations.key_matrix`, :attr:`Rotations.query_matrix`); ``rot_k`` itself stays
   orthogonal. Absent: both use ``rot_k``. Stored float32 as its scales d, ``[L, D]`` or
   ``[L, Hkv, D]``: ``W = U diag(d) Uᵀ`` in the eigenbasis ``U = rot_k (H P)ᵀ`` of the
-  calibrated ``rot_k = U H P`` (:func:`oscar.rotation.weighting_from_scales`), so a float16
+  calibrated ``rot_k = U H P`` (:func:`oscar.core.rotation.weighting_from_scales`), so a float16
   ``rot_k`` restored on load carries its W with it and the pair stays exact; a W that is not
   diagonal in that basis is stored whole (``rot_k``'s shape), and both forms are read. In
   memory ``weight_k`` is always the whole W.
 - ``meta``: a JSON string: ``arch``, ``n_layer``, ``n_head``, ``n_head_kv``,
-  ``head_dim``, ``fingerprint`` (:func:`oscar.gguf_io.model_shape`), ``per_head``,
+  ``head_dim``, ``fingerprint`` (:func:`oscar.core.gguf_io.model_shape`), ``per_head``,
   ``sink_tokens``, ``recent_tokens``, ``calibration`` (``data``, ``tokens``,
   ``heldout_tokens``, ``objective``), ``date``, ``model`` (file name it was made from).
 
@@ -29,16 +30,10 @@ Hugging Face Hub; the tensors above and the JSON meta as the header's ``oscar.me
 read by ``safetensors.numpy`` and ``safetensors.torch`` alike, no pickle) and numpy's
 ``.npz`` (``meta`` a string array). :meth:`Rotations.load` tells them by their first
 bytes, :meth:`Rotations.save` writes the one its file name ends with.
-
-The zoo is a folder with such files and ``manifest.json`` (``{"entries": [...]}``,
-each entry the file's ``meta`` plus ``name`` and ``file``). Folders searched: the
-one in ``$OSCAR_ZOO`` (if set) first, then the bundled ``zoo/`` of the repository.
 """
 from __future__ import annotations
 
 import json
-import os
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,31 +41,19 @@ import numpy as np
 
 from . import limits
 from .gguf_io import ModelShape
-from .paths import ROOT
 from .rotation import (ORTHO_TOL_STORED, check_orthogonal, nearest_orthogonal, orthogonality_error,
                        weighting_from_scales, weighting_scales)
 
 #: how far from orthogonal float16-stored rotations may be (their rounding gives ~3e-4 for D = 256)
 ORTHO_TOL_HALF = 4e-3
 
-BUNDLED_ZOO = ROOT / "zoo"
-MANIFEST = "manifest.json"
-
 
 class RotationMismatch(ValueError):
     """A rotation file does not fit the model."""
 
 
-class NoZooEntry(LookupError):
-    """No zoo entry for the model's fingerprint."""
-
-
-class BadZoo(ValueError):
-    """A zoo folder is broken (unreadable manifest, an entry whose file is missing)."""
-
-
 class BadRotationFile(ValueError):
-    """A rotation file cannot be read, or holds values outside :mod:`oscar.limits`."""
+    """A rotation file cannot be read, or holds values outside :mod:`oscar.core.limits`."""
 
 
 #: what to do about a rotation file that is broken or out of the limits
@@ -131,7 +114,7 @@ class Rotations:
         float32, or float16 with ``half`` (half the size; restored to orthogonal on
         :meth:`load`), the clip ratios, centring means and key weighting as float32 (the weighting
         is not orthogonal, so never float16), the JSON meta. Atomic: written to a
-        temporary beside it and renamed (:mod:`oscar.atomic`), so an interrupted save leaves
+        temporary beside it and renamed (:mod:`oscar.core.atomic`), so an interrupted save leaves
         the old file (or none). Returns the path written."""
         from . import atomic
         path = Path(path)
@@ -183,7 +166,7 @@ class Rotations:
         """Read a rotation file written by :meth:`save`, safetensors or ``.npz`` (told by the
         first bytes: a zip's ``PK``, or safetensors' header length and ``{``); float16
         rotations are made orthogonal again.
-        Anything else, and any value outside :mod:`oscar.limits`, raises
+        Anything else, and any value outside :mod:`oscar.core.limits`, raises
         :class:`BadRotationFile` (a ``ValueError``) naming the file, the key (and layer) and the fix.
         ``restore=False`` (a quick check, e.g. ``oscar zoo list``): float16 rotations are only
         checked against their rounding, not made orthogonal again (an SVD per matrix), and are
@@ -228,9 +211,9 @@ class Rotations:
     def check_weight_k(self, source: str = "rotations") -> None:
         """Raise :class:`BadRotationFile` naming ``source``, the layer and the fix unless the key
         weighting (where present) is W (rot_k's shape) or its scales (rot_k's shape less the last
-        axis, made W in rot_k's basis: :func:`oscar.rotation.weighting_from_scales`) and every
+        axis, made W in rot_k's basis: :func:`oscar.core.rotation.weighting_from_scales`) and every
         layer's (and head's) W is finite, symmetric and positive definite with a bounded
-        condition number (:func:`oscar.limits.check_key_weighting`). Stored back as W, float32."""
+        condition number (:func:`oscar.core.limits.check_key_weighting`). Stored back as W, float32."""
         if self.weight_k is None:
             return
         a = np.asarray(self.weight_k)
@@ -270,7 +253,7 @@ class Rotations:
 
     def check_limits(self, source: str = "rotations", rotations: bool = True) -> None:
         """Raise :class:`BadRotationFile` (naming ``source``, the key, the layer and the fix)
-        unless every value fits :mod:`oscar.limits`: meta a JSON object (its counts integers),
+        unless every value fits :mod:`oscar.core.limits`: meta a JSON object (its counts integers),
         rot_k and rot_v ``[L, D, D]`` or ``[L, Hkv, D, D]`` of one shape, finite and orthogonal,
         D a head size oscar2 holds, clip ratios in range, sink/recent tokens in range. Whether
         the counts fit a model is :meth:`validate`'s part. The arrays are stored back as float32.
@@ -331,7 +314,7 @@ class Rotations:
     def validate(self, shape: ModelShape, source: str = "rotation file") -> None:
         """Raise :class:`RotationMismatch` (naming what differs and the fix) unless these
         rotations fit ``shape``: layer count, head_dim, head counts, fingerprint, array
-        shapes, orthogonality, clip ratios (:mod:`oscar.limits`); then :meth:`check_limits`."""
+        shapes, orthogonality, clip ratios (:mod:`oscar.core.limits`); then :meth:`check_limits`."""
         m = self.meta
         fix = "use the rotation file made for this model, or --rotations calibrate"
         for key, want in (("n_layer", shape.n_layer), ("head_dim", shape.head_dim),
@@ -415,251 +398,3 @@ def _read_safetensors(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     except Exception as e:  # safetensors' SafetensorError, OSError ... from a broken file
         raise _unreadable(path, what, e) from e
     return (*arrays, header[ST_META_KEY], optional)
-
-
-#: OSCAR_ZOO values already warned about (once per process each)
-_WARNED_ZOO: set[str] = set()
-
-
-def zoo_dirs() -> list[Path]:
-    """Zoo folders in search order: ``$OSCAR_ZOO`` (if set), then the bundled ``zoo/``. An
-    ``OSCAR_ZOO`` that is not a folder is left out, with a warning on stderr (once)."""
-    import sys
-    out = []
-    env = os.environ.get("OSCAR_ZOO")
-    if env:
-        p = Path(env)
-        if p.is_dir():
-            out.append(p)
-        elif env not in _WARNED_ZOO:
-            _WARNED_ZOO.add(env)
-            what = "is not a folder" if p.exists() else "does not exist"
-            print(f"oscar: warning: OSCAR_ZOO={env} {what}, so only the bundled zoo ({BUNDLED_ZOO}) is searched: "
-                  f"create the folder (mkdir -p {shlex.quote(env)}), correct the path, or unset OSCAR_ZOO",
-                  file=sys.stderr)
-    out.append(BUNDLED_ZOO)
-    return out
-
-
-def _read_manifest(d: Path) -> list[dict]:
-    """The entries of ``d/manifest.json`` ([] without one); :class:`BadZoo` if it is unreadable."""
-    mf = d / MANIFEST
-    if not mf.is_file():
-        return []
-    try:
-        data = json.loads(mf.read_text())
-        if not isinstance(data, dict):
-            raise ValueError("the manifest must be a JSON object {\"entries\": [...]}")
-        items = data["entries"]
-        if not isinstance(items, list) or not all(isinstance(e, dict) and isinstance(e.get("file"), str)
-                                                  for e in items):
-            raise ValueError("'entries' must be a list of objects with a 'file'")
-    except (ValueError, KeyError, TypeError, OSError, UnicodeDecodeError) as e:
-        raise BadZoo(f"zoo manifest {mf} is not readable ({e}): fix it, or remove it "
-                     f"(`oscar zoo add` writes a new one)") from e
-    return items
-
-
-def entries(dirs: list[Path] | None = None) -> list[tuple[Path, dict]]:
-    """``(folder, entry)`` for every manifest entry of every zoo folder."""
-    out = []
-    for d in dirs if dirs is not None else zoo_dirs():
-        out.extend((d, e) for e in _read_manifest(d))
-    return out
-
-
-def find(shape: ModelShape, per_head: bool | None = None) -> tuple[Path, dict]:
-    """The zoo file for ``shape`` (by fingerprint; with ``per_head`` set, of that kind).
-    Raises :class:`NoZooEntry` saying to use ``--rotations calibrate``."""
-    hits = [(d, e) for d, e in entries() if e.get("fingerprint") == shape.fingerprint]
-    if per_head is not None:
-        hits = [(d, e) for d, e in hits if bool(e.get("per_head")) == per_head]
-    if not hits:
-        kind = "" if per_head is None else (" per-head" if per_head else " per-layer")
-        raise NoZooEntry(f"no{kind} zoo entry for this model (fingerprint {shape.fingerprint}, {shape.describe()}) "
-                         f"in {', '.join(map(str, zoo_dirs()))}: use --rotations calibrate "
-                         "(and add the result to a zoo with --save-rotations and OSCAR_ZOO)")
-    d, e = hits[0]
-    f = d / e["file"]
-    if not f.is_file():
-        raise BadZoo(f"zoo manifest {d / MANIFEST} lists {e['file']} for this model (entry '{e.get('name', '?')}'), "
-                     f"but {f} is missing: restore the file, or remove the entry from the manifest")
-    return f, e
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    from . import atomic
-    atomic.write_text(path, text, "oscar", "zoo manifest")
-
-
-def add(folder: str | Path, name: str, rot: Rotations, half: bool = False, suffix: str = ".npz") -> Path:
-    """Save ``rot`` as ``folder/name`` + ``suffix`` (``.npz`` or ``.safetensors``; float16
-    rotations with ``half``) and add (or replace) its manifest entry. Checks the rotations (:meth:`Rotations.check_limits`), the
-    name and the manifest before writing anything; both files are written atomically."""
-    folder = Path(folder)
-    if not name or name in (".", "..") or "/" in name or "\\" in name or name.startswith("."):
-        raise ValueError(f"zoo entry name {name!r}: use a plain file name such as my-model-7b "
-                         "(no folders, not starting with '.')")
-    rot.check_limits(f"rotations for zoo entry '{name}'")
-    items = _read_manifest(folder)  # a broken manifest is refused before the file is written
-    folder.mkdir(parents=True, exist_ok=True)
-    if suffix not in (".npz", ".safetensors"):
-        raise ValueError(f"rotation file suffix {suffix!r}: use .safetensors or .npz")
-    f = rot.save(folder / f"{name}{suffix}", half=half)
-    items = [e for e in items if e.get("name") != name]
-    items.append({"name": name, "file": f.name, **rot.meta})
-    items.sort(key=lambda e: str(e.get("name", "")))
-    _atomic_write_text(folder / MANIFEST, json.dumps({"entries": items}, indent=1, sort_keys=True) + "\n")
-    return f
-
-
-def check_entry(d: Path, e: dict) -> str | None:
-    """What is wrong with zoo entry ``e`` of folder ``d`` (its file missing, unreadable or out
-    of the limits), or None."""
-    f = d / e["file"]
-    if not f.is_file():
-        return f"{f} is missing: restore the file, or remove the entry from {d / MANIFEST}"
-    try:
-        Rotations.load(f, restore=False)
-    except (ValueError, OSError) as err:
-        return str(err)
-    return None
-
-
-def list_rows(check_files: bool = True) -> tuple[list[tuple[str, ...]], list[str]]:
-    """The rows of ``oscar zoo list`` (header first) and the problems found: a folder whose
-    manifest is unreadable, an entry whose file is missing or broken (with ``check_files``).
-    Problems do not stop the listing: every other folder and entry is still listed."""
-    rows = [("name", "arch", "layers", "heads q/kv", "head_dim", "per-head", "fingerprint", "calibration", "date",
-             "folder", "status")]
-    problems = []
-    for d in zoo_dirs():
-        try:
-            items = _read_manifest(d)
-        except BadZoo as err:
-            problems.append(str(err))
-            continue
-        for e in items:
-            c = e.get("calibration")
-            c = c if isinstance(c, dict) else {}
-            status = "ok"
-            if check_files:
-                why = check_entry(d, e)
-                if why is not None:
-                    status = "BROKEN"
-                    problems.append(f"zoo entry '{e.get('name', '?')}' in {d / MANIFEST}: {why}")
-            rows.append(tuple(str(x) for x in (
-                e.get("name", "?"), e.get("arch", "?"), e.get("n_layer", "?"),
-                f"{e.get('n_head', '?')}/{e.get('n_head_kv', '?')}", e.get("head_dim", "?"),
-                "yes" if e.get("per_head") else "no", e.get("fingerprint", "?"),
-                f"{c.get('tokens', '?')} tok of {Path(str(c.get('data', '?'))).name}",
-                str(e.get("date", "?"))[:10], d, status)))
-    return rows, problems
-
-
-def format_list(check_files: bool = True) -> str:
-    """A table of all zoo entries (what ``oscar zoo list`` prints). Broken folders and entries
-    are listed as far as they can be; :func:`list_rows` says what is wrong."""
-    return format_rows(list_rows(check_files)[0])
-
-
-def format_rows(rows: list[tuple[str, ...]]) -> str:
-    """The table of :func:`list_rows`' rows, columns aligned."""
-    if len(rows) == 1:
-        return "no zoo entries in " + ", ".join(map(str, zoo_dirs()))
-    w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip() for r in rows)
-
-
-#: the README a pushed zoo folder carries: {repo}, {table}, {n}, {example}
-_CARD = """---
-license: apache-2.0
-library_name: oscar-kv
-tags:
-- kv-cache
-- quantization
-- llama.cpp
-- oscar
----
-
-# OSCAR KV-cache rotations
-
-Calibrated rotations and clip ratios for OSCAR's 2-bit KV cache (`oscar2`) in llama.cpp:
-{n} model(s), one safetensors file each, listed in `manifest.json`. Each file holds, in
-llama.cpp's head layout, `rot_k` and `rot_v` (`[n_layer, D, D]`, or `[n_layer, n_head_kv, D, D]`
-per KV head), `clip_k`, `clip_v` (`[n_layer]`) and, where calibrated with a key weighting,
-`weight_k` (W, keys use `W @ rot_k` and queries `W^-1 @ rot_k`); its header key `oscar.meta` is the JSON
-record of the model and the calibration. The files read with `safetensors.numpy` and
-`safetensors.torch` alike.
-
-| entry | file | architecture | layers | heads q/kv | head_dim | per head | fingerprint | calibration |
-|---|---|---|---|---|---|---|---|---|
-{table}
-
-## Use
-
-```sh
-oscar-convert MODEL.gguf --rotations hf:{repo} -o MODEL-oscar.gguf      # the entry for MODEL
-oscar-convert MODEL.gguf --rotations hf:{repo}:{example} -o MODEL-oscar.gguf
-llama-server -m MODEL-oscar.gguf -ctk oscar2 -ctv oscar2
-```
-
-The entry is chosen by the fingerprint of the model's attention weights, so a rotation is
-never applied to a model it was not made for; a model without an entry here is calibrated
-with `oscar-convert MODEL.gguf --rotations calibrate`.
-"""
-
-
-def push_folder(out: str | Path, repo: str = "OWNER/REPO", names: list[str] | None = None,
-                half: bool = False) -> list[Path]:
-    """Write ``out``, a folder ready to upload to a Hugging Face Hub repository: every zoo
-    entry (or those named in ``names``) as ``NAME.safetensors`` (float16 rotations with
-    ``half``), ``manifest.json`` and a model card ``README.md`` naming ``repo``. Each entry
-    is loaded and checked first; ``out`` must not exist or be empty, and is written as a
-    temporary folder beside it, renamed at the end. Returns the files written."""
-    from . import atomic, hub
-    hub.check_repo_id(repo, "--repo")
-    out = Path(out)
-    if atomic.check_dir_output(out) and any(out.iterdir()):
-        raise FileExistsError(f"{out} exists and is not an empty folder: choose a new folder")
-    hits: dict[str, tuple[Path, dict]] = {}
-    for d, e in entries():
-        hits.setdefault(str(e.get("name", Path(e["file"]).stem)), (d, e))  # the first folder wins, as in find()
-    if names:
-        missing = [n for n in names if n not in hits]
-        if missing:
-            raise NoZooEntry(f"no zoo entry named {', '.join(missing)} in {', '.join(map(str, zoo_dirs()))} "
-                             f"(entries: {', '.join(sorted(hits)) or 'none'})")
-        hits = {n: hits[n] for n in names}
-    if not hits:
-        raise NoZooEntry(f"no zoo entries in {', '.join(map(str, zoo_dirs()))}: nothing to push")
-    loaded = []
-    for name, (d, e) in sorted(hits.items()):
-        why = check_entry(d, e)
-        if why is not None:
-            raise BadZoo(f"zoo entry '{name}' in {d / MANIFEST}: {why}")
-        loaded.append((name, e, Rotations.load(d / e["file"])))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic.Cleanup() as cleanup:
-        tmp = cleanup.add(atomic.create_temp_dir(out, "oscar"))
-        items, rows = [], []
-        for name, e, rot in loaded:
-            f = rot.save(tmp / f"{name}.safetensors", half=half)
-            items.append({**rot.meta, "name": name, "file": f.name})
-            c = rot.meta.get("calibration", {}) if isinstance(rot.meta.get("calibration"), dict) else {}
-            m = rot.meta
-            rows.append(f"| {name} | {f.name} | {m.get('arch', '?')} | {m.get('n_layer', '?')} | "
-                        f"{m.get('n_head', '?')}/{m.get('n_head_kv', '?')} | {m.get('head_dim', '?')} | "
-                        f"{'yes' if rot.per_head else 'no'} | {m.get('fingerprint', '?')} | "
-                        f"{c.get('tokens', '?')} tokens of {Path(str(c.get('data', '?'))).name} |")
-        (tmp / MANIFEST).write_text(json.dumps({"entries": items}, indent=1, sort_keys=True) + "\n")
-        (tmp / "README.md").write_text(_CARD.format(repo=repo, table="\n".join(rows), n=len(items),
-                                                    example=items[0]["file"]))
-        if atomic.check_dir_output(out):
-            out.rmdir()  # empty (checked above)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o777 & ~mask)  # a folder as mkdir makes it (the temporary one is private)
-        os.replace(tmp, out)
-        cleanup.discard(tmp)
-    return sorted(out.iterdir())

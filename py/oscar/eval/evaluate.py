@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,12 +17,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from . import atomic, kvmem, paths, report
+from ..core import atomic, kvmem
+from . import report
+from .inputs import EvalError, known_kv_types, model_context, model_file_problem
 from . import perplexity as pp
-
-
-class EvalError(Exception):
-    """A user-facing error of oscar-eval (printed without a traceback, exit status 1)."""
 
 
 EPILOG = """\
@@ -93,35 +90,10 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def known_kv_types() -> list[str]:
-    """KV cache types our llama-perplexity accepts (from its --help), else kvmem's list."""
-    try:
-        h = subprocess.run([str(paths.tool("llama-perplexity")), "--help"], capture_output=True, text=True,
-                           timeout=60).stdout
-    except (OSError, FileNotFoundError, subprocess.TimeoutExpired):
-        return list(kvmem.BITS)
-    m = re.search(r"--cache-type-k TYPE.*?allowed values:(.*?)\(default", h, re.S)
-    if not m:
-        return list(kvmem.BITS)
-    return [t.strip() for t in m.group(1).replace("\n", " ").split(",") if t.strip()]
-
-
-def model_context(model: Path) -> int | None:
-    """The context length the model was trained for (``<arch>.context_length``), if stated."""
-    from . import gguf_io
-    try:
-        r = gguf_io.open_reader(model)
-    except ValueError as e:
-        raise EvalError(f"{model} is not a readable GGUF model: {e}") from e
-    arch = gguf_io._field(r, "general.architecture")
-    n = gguf_io._field(r, f"{arch}.context_length") if arch else None
-    return int(n) if n is not None else None
-
-
 def count_tokens(model: Path, text: Path) -> int:
     """Tokens of ``text`` as llama-perplexity sees it (BOS added, special tokens not parsed)."""
     import os
-    from . import llama
+    from ..core import llama
     lc = llama.bindings()
     saved = os.dup(2)
     try:  # llama.cpp warns about the context of a vocabulary-only load: not our user's concern
@@ -132,16 +104,6 @@ def count_tokens(model: Path, text: Path) -> int:
         os.dup2(saved, 2)
         os.close(saved)
     return len(vocab.tokenize(text.read_bytes(), add_bos=True, special=False))
-
-
-def model_file_problem(model: Path) -> str | None:
-    """Why ``model`` cannot be evaluated (missing, not a GGUF), or None."""
-    if not model.is_file():
-        return f"model file {model} does not exist (scripts/fetch-models.sh fetches the bundled models)"
-    with open(model, "rb") as f:
-        if f.read(4) != b"GGUF":
-            return f"{model} is not a GGUF file"
-    return None
 
 
 def check_inputs(a: argparse.Namespace) -> tuple[Path, Path | None, list[pp.KVConfig]]:

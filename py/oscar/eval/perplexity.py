@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
+from ..core import paths
 
 
 @dataclass

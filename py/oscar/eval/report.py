@@ -11,7 +11,8 @@ import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from ..core.paths import ROOT
+
 
 
 def _git(args: list[str], cwd: Path) -> str:
@@ -97,5 +98,5 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def write_json(path: str | Path, obj: dict) -> None:
-    from . import atomic
+    from ..core import atomic
     atomic.write_text(path, json.dumps(obj, indent=2, default=str) + "\n")

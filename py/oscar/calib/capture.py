@@ -8,8 +8,8 @@ to an observer, then computes causal attention itself (transformers passes no ma
 for one unpadded sequence, so the mask is built here: causal, plus the layer's
 sliding window where it has one).
 
-Statistics are streamed (:class:`oscar.covariance.LayerMoments`); only the small
-held-out set used by the clip search (:mod:`oscar.clip`) is kept as activations.
+Statistics are streamed (:class:`oscar.calib.covariance.LayerMoments`); only the small
+held-out set used by the clip search (:mod:`oscar.calib.clip`) is kept as activations.
 
 Device: the model runs where :func:`load_model` puts it (``cpu``, ``cuda`` or ``mps``;
 :func:`best_device` picks one), in float32 on every device. The captured Q, K and V of each
@@ -248,7 +248,7 @@ def save_dequantized(gguf_path: str | Path, folder: str | Path) -> ModelInfo:
     The saved weights are exactly the dequantised GGUF weights, so calibrating from the
     folder is the same as calibrating from the GGUF. Refuses an existing non-empty folder.
     """
-    from . import atomic
+    from ..core import atomic
     folder = Path(folder)
     if atomic.check_dir_output(folder) and any(folder.iterdir()):
         raise FileExistsError(f"{folder} exists and is not empty: remove it or choose another folder")

@@ -11,7 +11,7 @@ Tensors added (F32), for every layer N:
   ``k' = ggml_mul_mat(ggml_cont(ggml_transpose(rot)), k)``. Queries use ``R_K`` like
   keys (unless ``attn_q_oscar_rot`` is present, below); the attention output is
   rotated back with ``R_Vᵀ``.
-- ``blk.N.attn_q_oscar_rot`` (only with a key weighting, :func:`oscar.rotation.key_weighting`):
+- ``blk.N.attn_q_oscar_rot`` (only with a key weighting, :func:`oscar.core.rotation.key_weighting`):
   ``R_Q``, same shape and layout convention as ``attn_k_oscar_rot``, with ``q' = q @ R_Q``
   (llama.cpp's head layout after RoPE; query head q uses ``R_Q[q // G]``). Then
   ``attn_k_oscar_rot`` holds ``R_K = W R`` and ``R_Q = W⁻¹ R`` (W symmetric positive
@@ -34,10 +34,10 @@ the 2-bit blocks must span. Not written for V with ``fold_v``.
 
 Precision plan (optional): ``oscar.cache_type_k`` and ``oscar.cache_type_v``, string arrays
 with one cache type name per layer (``oscar2``, ``q4_0``, ``q8_0``, ``f16``): what llama.cpp
-stores each layer's K and V in under ``-ctk oscar2 -ctv oscar2`` (:mod:`oscar.plan`).
+stores each layer's K and V in under ``-ctk oscar2 -ctv oscar2`` (:mod:`oscar.core.plan`).
 
 Metadata added: ``oscar.version`` (uint32 1), ``oscar.clip_k`` and ``oscar.clip_v``
-(float32 arrays, one ratio per layer, the ``r`` of :func:`oscar.clip.clip_rows`),
+(float32 arrays, one ratio per layer, the ``r`` of :func:`oscar.calib.clip.clip_rows`),
 ``oscar.sink_tokens`` (uint32), ``oscar.recent_tokens`` (uint32),
 ``oscar.calibration.data`` (string), ``oscar.calibration.tokens`` (uint32),
 ``oscar.calibration.objective`` (string).
@@ -225,11 +225,11 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
     rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (llama.cpp layout); clip_k, clip_v:
     ``[L]``. Refuses to overwrite ``dst`` unless ``force``, refuses ``dst == src`` always,
     and refuses an input that already carries OSCAR tensors. Every value is checked against
-    :mod:`oscar.limits` (the limits llama.cpp enforces on load) before anything is written:
+    :mod:`oscar.core.limits` (the limits llama.cpp enforces on load) before anything is written:
     ``ValueError`` names the key, the layer and the allowed range.
 
     Writes to ``.DST.oscar-convert-<pid>-<random>.part`` beside ``dst`` and renames it over
-    ``dst`` (``os.replace``) only when complete (:mod:`oscar.atomic`): an exception or
+    ``dst`` (``os.replace``) only when complete (:mod:`oscar.core.atomic`): an exception or
     SIGINT/SIGTERM removes the temporary, a SIGKILL's leftover is removed by the next write to
     ``dst``, and no other file (a user's ``DST.tmp``) is touched. fold_v: fold R_V into
     attn_v/attn_output (see the module docstring); refuses quantized attention weights.
@@ -412,7 +412,7 @@ def read_key_query_rotations(path: str | Path, n_layer: int) -> tuple[np.ndarray
 def checked_key_rotations(rot_k, rot_q, fix: str) -> tuple[np.ndarray, np.ndarray | None]:
     """The layers' key rotations as float32 stacks, checked against llama.cpp's limits: each
     orthogonal (``rot_q`` None), or each layer's pair of a key weighting ``R_Q R_Kᵀ = I``
-    (:func:`oscar.limits.check_rotation_pair`); ``(R_K, R_Q or None)``. ``fix`` ends every error."""
+    (:func:`oscar.core.limits.check_rotation_pair`); ``(R_K, R_Q or None)``. ``fix`` ends every error."""
     from . import limits
     if rot_q is None:
         return np.stack([limits.check_rotation(r, ROT_K.format(i), None, fix) for i, r in enumerate(rot_k)]), None

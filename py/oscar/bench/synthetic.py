@@ -77,7 +77,7 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     gguf-py's quantisers). To keep large models quick to write, one random matrix per shape
     is reused across layers; embeddings and the output matrix stay F32.
 
-    oscar: also embed what a calibrated conversion embeds (see :mod:`oscar.gguf_io`): a
+    oscar: also embed what a calibrated conversion embeds (see :mod:`oscar.core.gguf_io`): a
     random orthogonal K and V rotation per layer, ``[D, D]``, clip ratios ``SYNTH_CLIP``
     and 64 sink / 256 recent tokens, so that speed is measured on the path a converted
     model takes (dense rotations and clipped cache writes) rather than upstream's Hadamard.
@@ -143,7 +143,7 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
     w.add_eos_token_id(2)
     w.add_unk_token_id(0)
     if oscar:
-        from .gguf_io import MEAN_K, MEAN_V, OSCAR_VERSION, ROT_K, ROT_Q, ROT_V
+        from ..core.gguf_io import MEAN_K, MEAN_V, OSCAR_VERSION, ROT_K, ROT_Q, ROT_V
         w.add_uint32("oscar.version", OSCAR_VERSION)
         w.add_array("oscar.clip_k", [SYNTH_CLIP] * g.n_layer)
         w.add_array("oscar.clip_v", [SYNTH_CLIP] * g.n_layer)
@@ -157,7 +157,7 @@ def write(path: str | Path, g: Geometry, weight_type: str = "f16", seed: int = 0
         rots = random_rotations(2 * g.n_layer, g.head_dim, np.random.default_rng(seed + 1))
         rot_q = None
         if key_weighting:
-            from .rotation import weighted_rotations
+            from ..core.rotation import weighted_rotations
             wk = random_key_weightings(g.n_layer, g.head_dim, np.random.default_rng(seed + 3))
             r_k, r_q = weighted_rotations(wk, rots[0::2].astype(np.float64))
             rots[0::2] = r_k.astype(np.float32)

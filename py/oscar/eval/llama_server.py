@@ -18,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
+from ..core import paths
 
 
 class ServerError(RuntimeError):

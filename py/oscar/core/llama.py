@@ -79,7 +79,7 @@ def head_sizes(model: str | os.PathLike) -> dict[str, tuple[int, str]]:
 
 def check_head_sizes(model: str | os.PathLike, type_k: int, type_v: int) -> None:
     """Raise ``ValueError`` if a side stored as oscar2 (or oscar2s) has a head size it cannot hold (a
-    multiple of :data:`oscar.limits.OSCAR2_BLOCK`), naming the layers, the size and the fix,
+    multiple of :data:`oscar.core.limits.OSCAR2_BLOCK`), naming the layers, the size and the fix,
     before llama.cpp would fail with only "Failed to create llama_context". A GGUF that gguf-py
     cannot read is left to llama.cpp."""
     from . import limits
