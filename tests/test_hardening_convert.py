@@ -255,7 +255,8 @@ def test_window_limits_inclusive(model, shape, tmp_path, capsys):
     ({"rot_v": "scaled"}, ["blk.1.attn_v_oscar_rot", "not orthogonal"]),
 ])
 def test_writer_refuses_out_of_limits(model, shape, tmp_path, kw, words):
-    """write_oscar_gguf itself (the calibrate path and any caller) refuses before writing."""
+    """The writer itself (write_fields, under write_oscar_gguf: the calibrate path and any caller) refuses
+    before writing."""
     r = rotations_for(shape)
     args = dict(rot_k=r.rot_k.copy(), rot_v=r.rot_v.copy(), clip_k=r.clip_k, clip_v=r.clip_v, sink_tokens=64,
                 recent_tokens=256, calib_data="t", calib_tokens=1, objective="o")
@@ -266,7 +267,7 @@ def test_writer_refuses_out_of_limits(model, shape, tmp_path, kw, words):
     else:
         args.update(kw)
     with pytest.raises(ValueError) as e:
-        gguf_io.write_oscar_gguf(model, tmp_path / "o.gguf", progress=False, **args)
+        gguf_io.write_fields(model, tmp_path / "o.gguf", progress=False, **args)
     for w in words:
         assert w in str(e.value), str(e.value)
     assert list(tmp_path.iterdir()) == []
@@ -587,7 +588,7 @@ def test_convert_refuses_out_of_range_calibration(model, shape, tmp_path, capsys
     assert rc == 2 and says in err, err
     assert not out.exists()
     with pytest.raises(ValueError, match=r"blk\.1\.attn_k_oscar_mean holds 1e\+06"):  # the writer checks as well
-        gguf_io.write_oscar_gguf(model, out, r.rot_k, r.rot_v, r.clip_k, r.clip_v, 64, 256, "t", 1, "t",
+        gguf_io.write_fields(model, out, r.rot_k, r.rot_v, r.clip_k, r.clip_v, 64, 256, "t", 1, "t",
                                  progress=False, mean_k=np.zeros_like(r.mean_k) + np.float32(1e6) * (np.arange(L) == 1)[:, None, None],
                                  mean_v=r.mean_v)
     assert not out.exists()
@@ -720,7 +721,7 @@ def test_exception_mid_write_removes_temporary(model, job, monkeypatch):
     monkeypatch.setattr(gguf.GGUFWriter, "write_tensor_data", boom)
     before = snapshot(out.parent)
     with pytest.raises(OSError, match="No space"):
-        gguf_io.write_oscar_gguf(model, out, r.rot_k, r.rot_v, r.clip_k, r.clip_v, 64, 256, "t", 1, "o", progress=False)
+        gguf_io.write_fields(model, out, r.rot_k, r.rot_v, r.clip_k, r.clip_v, 64, 256, "t", 1, "o", progress=False)
     assert snapshot(out.parent) == before
 
 

@@ -330,8 +330,7 @@ def test_gguf_round_trip_query_rotation(smollm2, tmp_path, weighted):
     rots = rotfile.Rotations(r, r, np.full(L, 0.9, np.float32), np.full(L, 0.8, np.float32), {},
                          weight_k=w if weighted else None)
     out = tmp_path / "w.gguf"
-    gguf_io.write_oscar_gguf(smollm2, out, rots.key_matrix, rots.rot_v, rots.clip_k, rots.clip_v, 64, 256, "t", 1,
-                             "test", progress=False, rot_q=rots.query_matrix if weighted else None)
+    gguf_io.write_oscar_gguf(smollm2, out, rots, progress=False)
     names = {t.name for t in gguf_io.open_reader(out).tensors}
     assert all((gguf_io.ROT_Q.format(i) in names) == weighted for i in range(L))
     rk, rq = gguf_io.read_key_query_rotations(out, L)
@@ -356,11 +355,11 @@ def test_gguf_write_refuses_a_broken_pair(smollm2, tmp_path):
     rk, rq = rot.weighted_rotations(w, r)
     rq[4] *= 1.01
     with pytest.raises(ValueError, match=r"blk\.4\.attn_q_oscar_rot.*R_Q R_Kᵀ - I"):
-        gguf_io.write_oscar_gguf(smollm2, tmp_path / "x.gguf", rk, r, np.full(L, 0.9), np.full(L, 0.9), 64, 256,
+        gguf_io.write_fields(smollm2, tmp_path / "x.gguf", rk, r, np.full(L, 0.9), np.full(L, 0.9), 64, 256,
                                  "t", 1, "test", progress=False, rot_q=rq)
     # without R_Q, a non-orthogonal R_K is refused as before
     with pytest.raises(ValueError, match="not orthogonal"):
-        gguf_io.write_oscar_gguf(smollm2, tmp_path / "x.gguf", rk, r, np.full(L, 0.9), np.full(L, 0.9), 64, 256,
+        gguf_io.write_fields(smollm2, tmp_path / "x.gguf", rk, r, np.full(L, 0.9), np.full(L, 0.9), 64, 256,
                                  "t", 1, "test", progress=False)
     assert not (tmp_path / "x.gguf").exists()
 

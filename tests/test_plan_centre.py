@@ -264,7 +264,7 @@ def test_writer_checks_plans_and_means(smollm2, tmp_path):
     out = tmp_path / "o.gguf"
 
     def write(**kw):
-        gguf_io.write_oscar_gguf(smollm2, out, rot, rot, clips, clips, 64, 256, "t", 0, "t", progress=False,
+        gguf_io.write_fields(smollm2, out, rot, rot, clips, clips, 64, 256, "t", 0, "t", progress=False,
                                  force=True, **kw)
 
     with pytest.raises(ValueError, match=r"layer 3 names the cache type 'q5_1'"):
@@ -292,7 +292,7 @@ def test_writer_refuses_a_mean_of_another_head_size(smollm2, tmp_path):
     clips = np.ones(N_LAYER, np.float32)
     out = tmp_path / "o.gguf"
     with pytest.raises(ValueError, match=r"mean_v has shape \(30, 3, 63\); expected \(30, n_head_kv, 64\)"):
-        gguf_io.write_oscar_gguf(smollm2, out, rot, rot, clips, clips, 64, 256, "t", 0, "t", progress=False,
+        gguf_io.write_fields(smollm2, out, rot, rot, clips, clips, 64, 256, "t", 0, "t", progress=False,
                                  mean_v=np.zeros((N_LAYER, N_HEAD_KV, HEAD_DIM - 1), np.float32))
     assert not out.exists()
 

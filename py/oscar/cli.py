@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
 from pathlib import Path
 
-from tqdm import tqdm
+from .core.models import BUNDLED
 
 
 def eval_main(argv: list[str] | None = None) -> int:
@@ -31,32 +30,12 @@ def synth_main(argv: list[str] | None = None) -> int:
 
 # ----------------------------------------------------------------------------- oscar-convert
 
-#: zoo aliases accepted as MODEL by oscar-convert: alias -> (file in models/, fetch-models.sh name)
-MODEL_ALIASES = {
-    "smollm2-135m": ("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"),
-    "gemma3-270m": ("gemma-3-270m-it-Q4_K_M.gguf", "gemma3"),
-    "qwen2.5-coder-0.5b": ("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b"),
-    "qwen2.5-coder-1.5b": ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b"),
-}
-
-#: dequantised Hugging Face folders in models/ that calibration loads instead of the GGUF
-#: when present (written by ``oscar dequantize``: same weights, loads in seconds)
-TORCH_FOLDERS = {
-    "smollm2-135m": "SmolLM2-135M-Instruct-hf",
-    "gemma3-270m": "gemma-3-270m-hf",
-    "qwen2.5-coder-0.5b": "qwen2.5-coder-0.5b-instruct-hf",
-    "qwen2.5-coder-1.5b": "qwen2.5-coder-1.5b-instruct-hf",
-}
-
-
 class ConvertError(Exception):
     """A user-facing error of oscar-convert (printed without a traceback, exit status 2)."""
 
 
 #: exit status of oscar-convert on an error it explains (argparse's, for a usage error)
 EXIT_ERROR = 2
-#: the fix named when a rotation file given as --rotations FILE is refused
-FILE_FIX = "give a rotation file written by --save-rotations, or use --rotations zoo or --rotations calibrate"
 
 
 def _resolve_model(spec: str, workdir, cleanup=None) -> tuple[Path, Path]:
@@ -66,19 +45,19 @@ def _resolve_model(spec: str, workdir, cleanup=None) -> tuple[Path, Path]:
     on a signal before it removes the folder)."""
     import subprocess
     from .core import paths
-    if spec in MODEL_ALIASES:
-        name, fetch = MODEL_ALIASES[spec]
-        p = paths.MODELS / name
+    if spec in BUNDLED:
+        m = BUNDLED[spec]
+        p = paths.MODELS / m.file
         if not p.is_file():
-            raise ConvertError(f"{spec}: {p} is missing: run scripts/fetch-models.sh {fetch}")
-        folder = paths.MODELS / TORCH_FOLDERS.get(spec, "-")
+            raise ConvertError(f"{spec}: {p} is missing: run scripts/fetch-models.sh {m.fetch}")
+        folder = paths.MODELS / m.torch_folder
         return p, (folder if (folder / "config.json").is_file() else p)
     p = Path(spec)
     if p.is_file():
         with open(p, "rb") as f:
             if f.read(4) != b"GGUF":
                 raise ConvertError(f"{p} is not a GGUF file (give a .gguf, a Hugging Face folder, or one of "
-                                   f"{', '.join(MODEL_ALIASES)})")
+                                   f"{', '.join(BUNDLED)})")
         return p, p
     if p.is_dir():
         if not (p / "config.json").is_file():
@@ -101,7 +80,7 @@ def _resolve_model(spec: str, workdir, cleanup=None) -> tuple[Path, Path]:
         if proc.returncode != 0:
             raise ConvertError(f"{conv.name} failed on {p}:\n{stderr[-2000:]}")
         return out, p
-    raise ConvertError(f"MODEL {spec}: no such file or folder, and not a zoo alias ({', '.join(MODEL_ALIASES)})")
+    raise ConvertError(f"MODEL {spec}: no such file or folder, and not a zoo alias ({', '.join(BUNDLED)})")
 
 
 def convert_main(argv: list[str] | None = None) -> int:
@@ -140,7 +119,7 @@ def convert_main(argv: list[str] | None = None) -> int:
                "that signal's status, and no partial output is left behind.\n"
                "Every value written is checked against the limits llama.cpp enforces (py/oscar/limits.json).")
     ap.add_argument("model", metavar="MODEL",
-                    help=f"GGUF file, Hugging Face folder, or zoo alias ({', '.join(MODEL_ALIASES)})")
+                    help=f"GGUF file, Hugging Face folder, or zoo alias ({', '.join(BUNDLED)})")
     ap.add_argument("--rotations", required=True, metavar="{zoo,calibrate,hf:OWNER/REPO[:FILE],FILE}",
                     help="where the rotations come from")
     ap.add_argument("-o", "--output", required=True, metavar="OUT.gguf", help="output GGUF (must not exist unless --force)")
@@ -234,18 +213,9 @@ def _weighting_exponent(spec: str) -> float | str:
     return x
 
 
-def _convert(a: argparse.Namespace, out: Path) -> int:
-    """The body of :func:`convert_main`, which reports the errors raised here.
-
-    Temporaries: the output is written to ``.OUT.oscar-convert-<pid>-<random>.part`` and a
-    Hugging Face MODEL is converted in a folder ``.OUT.oscar-convert-<pid>-<random>.d``, both
-    beside OUT; both are removed at the end, on an exception and on SIGINT/SIGTERM, and a
-    SIGKILL's leftovers are removed by the next run for the same OUT (:mod:`oscar.core.atomic`)."""
-    import time
-    from .core import atomic, gguf_io, rotation
-    from .calib import calibrate as cal, hub, zoo
-    from .core import rotfile
-    t0 = time.time()
+def _check_flags(a: argparse.Namespace, out: Path) -> None:
+    """Every refusal of the command line that needs neither the model nor the rotations."""
+    from .core import atomic
     if atomic.check_file_output(out) and not a.force:  # refuses a link, folder, device or FIFO, --force or not
         raise ConvertError(f"output {out} already exists: pass --force to overwrite it, or choose another -o")
     if not out.resolve().parent.is_dir():
@@ -260,6 +230,101 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
         raise ConvertError(f"--kv-bits {a.kv_bits}: the budget is in bits per value, between 2 and 16 "
                            f"(every layer in oscar2 with the default windows costs {o2:.2f} at "
                            f"{kvplan.BUDGET_CTX // 1024}k tokens)")
+
+
+def _check_calibration_flags(a: argparse.Namespace) -> float | str:
+    """The flags that only ``--rotations calibrate`` takes; returns the key weighting exponent."""
+    from .core import rotation
+    if a.no_key_weighting and a.rotations != "calibrate":
+        raise ConvertError("--no-key-weighting is only used with --rotations calibrate (a rotation file keeps "
+                           "the weighting it was calibrated with)")
+    exponent: float | str = rotation.KEY_WEIGHT_EXPONENT
+    if a.key_weighting_exponent is not None:
+        if a.rotations != "calibrate" or a.no_key_weighting:
+            raise ConvertError("--key-weighting-exponent is only used with --rotations calibrate and the key "
+                               "weighting on (a rotation file keeps the weighting it was calibrated with)")
+        exponent = _weighting_exponent(a.key_weighting_exponent)
+    if a.device and a.rotations != "calibrate":
+        raise ConvertError("--device is only used with --rotations calibrate (where PyTorch runs the model)")
+    if a.torch_model:
+        if a.rotations != "calibrate":
+            raise ConvertError("--torch-model is only used with --rotations calibrate")
+        if not (Path(a.torch_model) / "config.json").is_file():
+            raise ConvertError(f"--torch-model {a.torch_model}: not a Hugging Face model folder (no config.json); "
+                               "write one with `oscar dequantize MODEL.gguf DIR`")
+    return exponent
+
+
+def _calibration_settings(a: argparse.Namespace, exponent: float | str):
+    """``--calib-*``, ``--kv-bits``/``--kv-plan``, ``--no-centre``, ``--device`` and the key
+    weighting as :class:`oscar.calib.source.CalibrationSettings`."""
+    from .calib.source import CalibrationSettings
+    from .core import plan as kvplan
+    budget = None if a.kv_plan == "off" else (kvplan.DEFAULT_BUDGET if a.kv_bits is None else a.kv_bits)
+    return CalibrationSettings(a.calib_data, a.calib_tokens, a.heldout_tokens, a.calib_ctx, not a.no_centre, budget,
+                               a.device, not a.no_key_weighting, exponent)
+
+
+def _replan(rot, a: argparse.Namespace, how: str) -> None:
+    """``--kv-bits`` on rotations that were not calibrated in this run: their plan made again
+    for that budget from the measurements they keep (``rot.meta["plan"]`` replaced)."""
+    if a.kv_bits is None or a.rotations == "calibrate" or a.kv_plan != "auto":
+        return
+    from .core import plan as kvplan
+    try:
+        new = kvplan.replan(rot.meta.get("plan"), a.kv_bits, rot.meta.get("sink_tokens", 64),
+                            rot.meta.get("recent_tokens", 256))
+    except ValueError as e:
+        raise ConvertError(f"--kv-bits {a.kv_bits} with {how}: {e}") from e
+    rot.meta["plan"] = {**rot.meta["plan"], **new.as_meta(a.kv_bits)}
+
+
+def _summary(rot, shape, out: Path, fold_v: bool, plan: dict | None, how: str, seconds: float) -> list[str]:
+    """What oscar-convert prints when it has written ``out``: notes and warnings on the plan,
+    then one line on what was written."""
+    lines = []
+    kind = ("per-head" if rot.per_head else "per-layer") + (", V's folded into the weights" if fold_v else "")
+    extra = ", centred" if rot.mean_k is not None else ""
+    extra += ", keys weighted (R_K = W R, R_Q = W^-1 R)" if rot.weight_k is not None else ""
+    extra += f", windows {rot.meta.get('sink_tokens', 64)} sink + {rot.meta.get('recent_tokens', 256)} recent"
+    if plan:
+        base = plan.get("base", "oscar2")
+        n_b = sum(t == base for t in plan["type_k"]), sum(t == base for t in plan["type_v"])
+        extra += (f", plan: {base} for K in {n_b[0]} and V in {n_b[1]} of {shape.n_layer} layers, "
+                  f"{plan.get('bits_per_value', float('nan')):.2f} bits/value at 32k")
+        if base == "oscar2s":
+            lines.append("oscar-convert: note: the plan stores layers in oscar2s (2.25 bits), which llama.cpp runs on "
+                         "the CPU only (a GPU refuses it; -nkvo keeps the cache on the CPU); a budget of "
+                         f"{plan.get('bits_all_oscar2', 2.69):.2f} bits or more keeps every layer on oscar2 and above")
+        if plan.get("bits_per_value", 0) > plan.get("budget_bits", float("inf")) + 1e-9:
+            if base == "oscar2" and any(t == "oscar2" for t in plan["type_k"]) and not plan.get("low_measured", True):
+                why = ("every growing layer is oscar2, and the rotation file holds no measurements of oscar2s (2.25 "
+                       "bits), which a budget under every layer in oscar2 needs; recalibrate (--rotations calibrate "
+                       f"--kv-bits {plan['budget_bits']:g})")
+            else:
+                why = (f"every growing layer is {base} and every sliding layer q4_0 already; a larger --kv-bits states "
+                       "what the cache costs")
+            lines.append(f"oscar-convert: warning: the plan needs {plan['bits_per_value']:.2f} bits/value at 32k, over "
+                         f"its budget of {plan['budget_bits']:g}: {why}")
+    lines.append(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations "
+                 f"D={shape.head_dim}{extra}, clip K {rot.clip_k.min():.3f}-{rot.clip_k.max():.3f} "
+                 f"V {rot.clip_v.min():.3f}-{rot.clip_v.max():.3f}; {how}) in {seconds:.1f} s")
+    return lines
+
+
+def _convert(a: argparse.Namespace, out: Path) -> int:
+    """The body of :func:`convert_main`, which reports the errors raised here: check the flags,
+    resolve the model and the rotations, make the plan again for ``--kv-bits``, write, summarise.
+
+    Temporaries: the output is written to ``.OUT.oscar-convert-<pid>-<random>.part`` and a
+    Hugging Face MODEL is converted in a folder ``.OUT.oscar-convert-<pid>-<random>.d``, both
+    beside OUT; both are removed at the end, on an exception and on SIGINT/SIGTERM, and a
+    SIGKILL's leftovers are removed by the next run for the same OUT (:mod:`oscar.core.atomic`)."""
+    import time
+    from .calib import source
+    from .core import atomic, gguf_io
+    t0 = time.time()
+    _check_flags(a, out)
     atomic.remove_stale(out, gguf_io.TEMP_TOOL)  # what a killed run left (its .part file, its work folder)
     with atomic.Cleanup() as cleanup:
         work: list[Path] = []
@@ -270,150 +335,30 @@ def _convert(a: argparse.Namespace, out: Path) -> int:
             return work[0]
         try:
             gguf_path, src = _resolve_model(a.model, workdir, cleanup)
-            if a.no_key_weighting and a.rotations != "calibrate":
-                raise ConvertError("--no-key-weighting is only used with --rotations calibrate (a rotation file keeps "
-                                   "the weighting it was calibrated with)")
-            if a.key_weighting_exponent is not None:
-                if a.rotations != "calibrate" or a.no_key_weighting:
-                    raise ConvertError("--key-weighting-exponent is only used with --rotations calibrate and the key "
-                                       "weighting on (a rotation file keeps the weighting it was calibrated with)")
-                a.key_weighting_exponent = _weighting_exponent(a.key_weighting_exponent)
-            if a.device and a.rotations != "calibrate":
-                raise ConvertError("--device is only used with --rotations calibrate (where PyTorch runs the model)")
+            exponent = _check_calibration_flags(a)
             if a.torch_model:
-                if a.rotations != "calibrate":
-                    raise ConvertError("--torch-model is only used with --rotations calibrate")
-                if not (Path(a.torch_model) / "config.json").is_file():
-                    raise ConvertError(f"--torch-model {a.torch_model}: not a Hugging Face model folder (no config.json); "
-                                       "write one with `oscar dequantize MODEL.gguf DIR`")
                 src = Path(a.torch_model)
             if out.exists() and out.resolve() == gguf_path.resolve():
                 raise ConvertError(f"output {out} is the input model: the input is never modified, choose another -o")
             shape = gguf_io.model_shape(gguf_path)
             if a.fold_v:  # before any calibration: nothing is lost on a refusal
                 gguf_io.check_foldable(gguf_io.open_reader(gguf_path), gguf_path)
-            how = a.rotations
-            use_zoo = a.rotations == "zoo"
-            if hub.is_hub_spec(a.rotations):
-                try:
-                    f, entry = hub.fetch(hub.parse(a.rotations), shape, per_head=True if a.per_head else None)
-                except hub.HubUnreachable as e:
-                    use_zoo = True
-                    print(f"oscar-convert: warning: {a.rotations}: {e}; falling back to the local zoo "
-                          f"({', '.join(map(str, zoo.zoo_dirs()))})", file=sys.stderr)
-                except hub.HubError as e:
-                    raise ConvertError(str(e)) from e
-                else:
-                    try:
-                        rot = rotfile.Rotations.load(f)
-                    except ValueError as e:
-                        raise ConvertError(f"{a.rotations}: {e}") from e
-                    rot.validate(shape, f"{a.rotations} ({f.name})")
-                    how = a.rotations + (f" ({entry['name']})" if entry and entry.get("name") else "")
-            if use_zoo:
-                try:
-                    f, entry = zoo.find(shape, per_head=True if a.per_head else None)
-                    rot = rotfile.Rotations.load(f)
-                except (zoo.NoZooEntry, zoo.BadZoo) as e:
-                    raise ConvertError(str(e)) from e
-                except (ValueError, FileNotFoundError) as e:
-                    raise ConvertError(f"zoo file {f} for this model is broken ({e}): restore it, or use "
-                                       "--rotations calibrate") from e
-                rot.validate(shape, f"zoo file {f}")
-                how = f"zoo:{entry['name']}" + ("" if a.rotations == "zoo" else f" (in place of {a.rotations})")
-            elif hub.is_hub_spec(a.rotations):
-                pass
-            elif a.rotations == "calibrate":
-                from .core import paths
-                data = a.calib_data or str(paths.WIKITEXT2_VALID)
-                try:
-                    from .core import plan as kvplan
-                    budget = None if a.kv_plan == "off" else (kvplan.DEFAULT_BUDGET if a.kv_bits is None else a.kv_bits)
-                    rot, rep = cal.calibrate(src, gguf_path, shape, data, a.calib_tokens, a.heldout_tokens,
-                                             a.calib_ctx, a.per_head, progress=not a.quiet, centre=not a.no_centre,
-                                             budget=budget, device=a.device,
-                                             key_weighting=not a.no_key_weighting,
-                                             weight_exponent=(rotation.KEY_WEIGHT_EXPONENT if a.key_weighting_exponent
-                                                              is None else a.key_weighting_exponent))
-                except (ValueError, FileNotFoundError, RuntimeError) as e:
-                    raise ConvertError(str(e)) from e
-                rot.check_limits("the calibrated rotations")
-                how = (f"calibrated on {rep.fit_tokens}+{rep.heldout_tokens} tokens in "
-                       f"{rep.capture_s + rep.search_s:.0f} s on {rep.device} (capture {rep.capture_s:.0f} s, "
-                       + (f"{len(rep.weighting_scores)} clip searches and their scoring " if rep.weighting_scores
-                          else "clip search ")
-                       + f"{rep.search_s:.0f} s), attention-output error {100 * rep.rel_error:.2f} % "
-                       f"(fixed clips {100 * rep.rel_error_fixed:.2f} %)")
-                if rep.weighting_scores:
-                    how += ", key weighting " + cal.exponent_name(rot.meta["calibration"].get(
-                        "key_weighting_exponent", 0.0)) + " chosen of " + ", ".join(
-                        f"{cal.exponent_name(x)} (KLD {k:.4f})" for x, k in rep.weighting_scores.items())
-            else:
-                f = Path(a.rotations)
-                if f.is_dir():
-                    raise ConvertError(f"--rotations {f} is a folder: {FILE_FIX}")
-                try:
-                    rot = rotfile.Rotations.load(f)
-                except FileNotFoundError as e:
-                    raise ConvertError(f"{e} (--rotations takes zoo, calibrate or a rotation file)") from e
-                except ValueError as e:  # names the file, the key and the fix already
-                    raise ConvertError(str(e)) from e
-                rot.validate(shape, f"rotation file {f}")
-                how = f"file:{f.name}"
-            if a.per_head and not rot.per_head:
-                raise ConvertError(f"--per-head asked for, but the rotations ({how}) are per layer")
-            cal_meta = rot.meta.get("calibration", {})
-            if a.kv_bits is not None and a.rotations != "calibrate" and a.kv_plan == "auto":
-                from .core import plan as kvplan
-                try:
-                    new = kvplan.replan(rot.meta.get("plan"), a.kv_bits, rot.meta.get("sink_tokens", 64),
-                                        rot.meta.get("recent_tokens", 256))
-                except ValueError as e:
-                    raise ConvertError(f"--kv-bits {a.kv_bits} with {how}: {e}") from e
-                rot.meta["plan"] = {**rot.meta["plan"], **new.as_meta(a.kv_bits)}
+            try:
+                rot, how = source.resolve_rotations(
+                    a.rotations, shape, gguf_path, src, a.per_head, _calibration_settings(a, exponent),
+                    progress=not a.quiet, warn=lambda msg: print(f"oscar-convert: warning: {msg}", file=sys.stderr))
+            except source.SourceError as e:
+                raise ConvertError(str(e)) from e
+            _replan(rot, a, how)
             if a.save_rotations:  # (with the plan written into the GGUF)
                 rot.save(a.save_rotations)
-            plan = rot.meta.get("plan") if a.kv_plan == "auto" else None
-            if plan is not None and not (isinstance(plan, dict) and "type_k" in plan and "type_v" in plan):
-                raise ConvertError(f"the rotations' meta.plan is malformed ({plan!r}); recompute them with "
-                                   "--rotations calibrate, or pass --kv-plan off")
-            weighted = rot.weight_k is not None
-            gguf_io.write_oscar_gguf(gguf_path, out, rot.key_matrix, rot.rot_v, rot.clip_k, rot.clip_v,
-                                     rot.meta.get("sink_tokens", 64), rot.meta.get("recent_tokens", 256),
-                                     str(cal_meta.get("data", "unknown")), cal_meta.get("tokens", 0),
-                                     str(cal_meta.get("objective", "unknown")), force=a.force, progress=not a.quiet,
-                                     fold_v=a.fold_v, mean_k=rot.mean_k, mean_v=rot.mean_v,
-                                     plan_k=plan["type_k"] if plan else None, plan_v=plan["type_v"] if plan else None,
-                                     rot_q=rot.query_matrix if weighted else None)
+            gguf_io.write_oscar_gguf(gguf_path, out, rot, force=a.force, progress=not a.quiet, fold_v=a.fold_v,
+                                     plan=a.kv_plan == "auto")
         finally:
             cleanup.remove_all()  # the work folder (the .part file is gone: renamed, or removed by the writer)
-    kind = ("per-head" if rot.per_head else "per-layer") + (", V's folded into the weights" if a.fold_v else "")
-    extra = ", centred" if rot.mean_k is not None else ""
-    extra += ", keys weighted (R_K = W R, R_Q = W^-1 R)" if rot.weight_k is not None else ""
-    extra += f", windows {rot.meta.get('sink_tokens', 64)} sink + {rot.meta.get('recent_tokens', 256)} recent"
-    if plan:
-        base = plan.get("base", "oscar2")
-        n_b = sum(t == base for t in plan["type_k"]), sum(t == base for t in plan["type_v"])
-        extra += (f", plan: {base} for K in {n_b[0]} and V in {n_b[1]} of {shape.n_layer} layers, "
-                  f"{plan.get('bits_per_value', float('nan')):.2f} bits/value at 32k")
-        if base == "oscar2s":
-            print("oscar-convert: note: the plan stores layers in oscar2s (2.25 bits), which llama.cpp runs on "
-                  "the CPU only (a GPU refuses it; -nkvo keeps the cache on the CPU); a budget of "
-                  f"{plan.get('bits_all_oscar2', 2.69):.2f} bits or more keeps every layer on oscar2 and above",
-                  file=sys.stderr)
-        if plan.get("bits_per_value", 0) > plan.get("budget_bits", float("inf")) + 1e-9:
-            if base == "oscar2" and any(t == "oscar2" for t in plan["type_k"]) and not plan.get("low_measured", True):
-                why = ("every growing layer is oscar2, and the rotation file holds no measurements of oscar2s (2.25 "
-                       "bits), which a budget under every layer in oscar2 needs; recalibrate (--rotations calibrate "
-                       f"--kv-bits {plan['budget_bits']:g})")
-            else:
-                why = (f"every growing layer is {base} and every sliding layer q4_0 already; a larger --kv-bits states "
-                       "what the cache costs")
-            print(f"oscar-convert: warning: the plan needs {plan['bits_per_value']:.2f} bits/value at 32k, over its "
-                  f"budget of {plan['budget_bits']:g}: {why}", file=sys.stderr)
-    print(f"oscar-convert: wrote {out} ({shape.arch}, {shape.n_layer} layers, {kind} rotations D={shape.head_dim}{extra}, "
-          f"clip K {rot.clip_k.min():.3f}-{rot.clip_k.max():.3f} V {rot.clip_v.min():.3f}-{rot.clip_v.max():.3f}; "
-          f"{how}) in {time.time() - t0:.1f} s", file=sys.stderr)
+    plan = rot.meta.get("plan") if a.kv_plan == "auto" else None
+    for line in _summary(rot, shape, out, a.fold_v, plan, how, time.time() - t0):
+        print(line, file=sys.stderr)
     return 0
 
 

@@ -50,12 +50,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .quant import PLAN_TYPES
+from .rotfile import Rotations
+from .shape import ModelShape
 
 OSCAR_VERSION = 1
 UINT32_MAX = 2**32 - 1
@@ -67,22 +68,6 @@ MEAN_K = "blk.{}.attn_k_oscar_mean"
 MEAN_V = "blk.{}.attn_v_oscar_mean"
 ROT_V = "blk.{}.attn_v_oscar_rot"
 ATTN_TENSORS = ("attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight")
-
-
-@dataclass
-class ModelShape:
-    """What a rotation file must match: architecture and attention shapes, plus the
-    fingerprint (sha256 over these and the raw bytes of every layer's attention weights)."""
-    arch: str
-    n_layer: int
-    n_head: int
-    n_head_kv: int
-    head_dim: int
-    fingerprint: str
-
-    def describe(self) -> str:
-        return (f"{self.arch}, {self.n_layer} layers, {self.n_head} q heads / {self.n_head_kv} kv heads, "
-                f"head_dim {self.head_dim}")
 
 
 def _field(reader, key: str, default=None):
@@ -214,13 +199,33 @@ def fold_v_rotation(w_v: np.ndarray, b_v: np.ndarray | None, w_o: np.ndarray, ro
     return w_v2, b_v2, w_o2
 
 
-def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v: np.ndarray,
-                     clip_k: np.ndarray, clip_v: np.ndarray, sink_tokens: int, recent_tokens: int,
-                     calib_data: str, calib_tokens: int, objective: str, force: bool = False,
-                     progress: bool = True, fold_v: bool = False, mean_k: np.ndarray | None = None,
-                     mean_v: np.ndarray | None = None, plan_k: list[str] | None = None,
-                     plan_v: list[str] | None = None, rot_q: np.ndarray | None = None) -> None:
-    """Copy ``src`` to ``dst`` with the OSCAR tensors and metadata added.
+def write_oscar_gguf(src: str | Path, dst: str | Path, rot: Rotations, force: bool = False, progress: bool = True,
+                     fold_v: bool = False, plan: bool = True) -> None:
+    """Copy ``src`` to ``dst`` with the OSCAR tensors and metadata of ``rot`` added: the keys'
+    matrices ``rot.key_matrix`` (``[L, D, D]`` or ``[L, Hkv, D, D]``, llama.cpp layout), the
+    queries' ``rot.query_matrix`` where ``rot`` weights its keys, ``rot_v``, the clip ratios
+    ``[L]``, the windows (``meta`` ``sink_tokens``, ``recent_tokens``; 64 and 256 where absent),
+    the calibration's description (``meta["calibration"]``), the centring means and, with
+    ``plan``, the precision plan (:meth:`Rotations.plan_types`). The rest as :func:`write_fields`.
+    """
+    cal = rot.meta.get("calibration", {})
+    types = rot.plan_types() if plan else None
+    write_fields(src, dst, rot.key_matrix, rot.rot_v, rot.clip_k, rot.clip_v, rot.meta.get("sink_tokens", 64),
+                 rot.meta.get("recent_tokens", 256), str(cal.get("data", "unknown")), cal.get("tokens", 0),
+                 str(cal.get("objective", "unknown")), force=force, progress=progress, fold_v=fold_v,
+                 mean_k=rot.mean_k, mean_v=rot.mean_v, plan_k=types[0] if types else None,
+                 plan_v=types[1] if types else None,
+                 rot_q=rot.query_matrix if rot.weight_k is not None else None)
+
+
+def write_fields(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v: np.ndarray,
+                 clip_k: np.ndarray, clip_v: np.ndarray, sink_tokens: int, recent_tokens: int,
+                 calib_data: str, calib_tokens: int, objective: str, force: bool = False,
+                 progress: bool = True, fold_v: bool = False, mean_k: np.ndarray | None = None,
+                 mean_v: np.ndarray | None = None, plan_k: list[str] | None = None,
+                 plan_v: list[str] | None = None, rot_q: np.ndarray | None = None) -> None:
+    """Copy ``src`` to ``dst`` with the OSCAR tensors and metadata added, from their values one by one
+    (:func:`write_oscar_gguf` takes them from a :class:`Rotations`; tests hand this broken ones).
 
     rot_k, rot_v: ``[L, D, D]`` or ``[L, Hkv, D, D]`` (llama.cpp layout); clip_k, clip_v:
     ``[L]``. Refuses to overwrite ``dst`` unless ``force``, refuses ``dst == src`` always,
@@ -333,7 +338,7 @@ def write_oscar_gguf(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v:
 
 def _write(gguf, tqdm, reader, arch, tmp, rot_k, rot_v, clip_k, clip_v, sink_tokens, recent_tokens, calib_data,
            calib_tokens, objective, fold_v, folded, n_layer, progress, delay, means, plans, rot_q=None) -> None:
-    """The body of :func:`write_oscar_gguf`: everything into ``tmp``."""
+    """The body of :func:`write_fields`: everything into ``tmp``."""
     import time
     writer = gguf.GGUFWriter(str(tmp), arch=arch, endianess=reader.endianess)
     align = reader.fields.get("general.alignment")
@@ -421,5 +426,3 @@ def checked_key_rotations(rot_k, rot_q, fix: str) -> tuple[np.ndarray, np.ndarra
     return np.stack([a for a, _ in pairs]), np.stack([b for _, b in pairs])
 
 
-def shape_dict(s: ModelShape) -> dict:
-    return asdict(s)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .models import BUNDLED
+
 #: repository root (py/oscar/core/paths.py -> ../../..)
 ROOT = Path(__file__).resolve().parents[3]
 BUILD_BIN = Path(os.environ.get("OSCAR_BUILD_BIN", ROOT / "build" / "bin"))
@@ -12,7 +14,7 @@ SHARED_DATA = Path(os.environ.get("OSCAR_DATA", ROOT.parent / "shared" / "data")
 WIKITEXT2_TEST = SHARED_DATA / "wikitext-2-raw" / "wiki.test.raw"
 WIKITEXT2_VALID = SHARED_DATA / "wikitext-2" / "valid.txt"
 
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_FILE = BUNDLED["smollm2-135m"].file
 
 
 def tool(name: str) -> Path:

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from . import limits
-from .gguf_io import ModelShape
+from .shape import ModelShape
 from .rotation import (ORTHO_TOL_STORED, check_orthogonal, nearest_orthogonal, orthogonality_error,
                        weighting_from_scales, weighting_scales)
 
@@ -107,6 +107,17 @@ class Rotations:
             return np.asarray(self.rot_k, np.float32)
         w = np.asarray(self.weight_k, np.float64)
         return np.linalg.solve(w, np.asarray(self.rot_k, np.float64)).astype(np.float32)
+
+    def plan_types(self) -> tuple[list[str], list[str]] | None:
+        """The precision plan's cache type per layer for K and V (``meta["plan"]``'s ``type_k``,
+        ``type_v``), or None without a plan; ``ValueError`` when the plan is malformed."""
+        plan = self.meta.get("plan")
+        if plan is None:
+            return None
+        if not (isinstance(plan, dict) and "type_k" in plan and "type_v" in plan):
+            raise ValueError(f"the rotations' meta.plan is malformed ({plan!r}); recompute them with "
+                             "--rotations calibrate, or pass --kv-plan off")
+        return plan["type_k"], plan["type_v"]
 
     def save(self, path: str | Path, half: bool = False) -> Path:
         """Write a rotation file: safetensors when ``path`` ends with ``.safetensors``, else an
