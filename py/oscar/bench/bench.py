@@ -10,7 +10,7 @@ a timeout) becomes a row saying so, and the sweep goes on with the next depths.
 machine that returns files only), without running anything.
 
 Self-contained: needs numpy, gguf-py (on PYTHONPATH: ``llama.cpp/gguf-py``) and
-optionally tqdm and matplotlib, so that it runs on a bare GPU machine with
+optionally tqdm (:mod:`oscar.core.progress`) and matplotlib, so that it runs on a bare GPU machine with
 ``PYTHONPATH=py:llama.cpp/gguf-py python3 -m oscar.bench.bench ...``.
 """
 from __future__ import annotations
@@ -26,26 +26,9 @@ from pathlib import Path
 
 from . import equalmem
 from ..core import kvmem
+from ..core.progress import tqdm
 from ..eval import report
 from ..eval.perplexity import KVConfig, parse_kv_list
-
-try:
-    from tqdm import tqdm
-except ImportError:  # a bare machine: a line per step instead of a bar
-    class tqdm:  # noqa: N801 (same name as the library it stands in for)
-        def __init__(self, total=None, desc="", unit="", disable=False, **_):
-            self.n, self.total, self.desc, self.disable = 0, total, desc, disable
-
-        def update(self, k=1):
-            self.n += k
-            if not self.disable:
-                print(f"{self.desc}: {self.n}/{self.total}", file=sys.stderr, flush=True)
-
-        def set_postfix_str(self, s):
-            pass
-
-        def close(self):
-            pass
 
 EPILOG = """\
 KV configurations: f16, q8_0, q4_0, oscar2, K/V pairs (q8_0/oscar2), oscar2:sink=0,recent=0 (windows).

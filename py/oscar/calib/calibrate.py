@@ -121,7 +121,7 @@ def search_clips(cap: capture.Capture, rot_k: np.ndarray, rot_v: np.ndarray, pro
     pairs, :func:`oscar.core.plan.measured_pairs`), also each layer's relative attention-output error
     for each pair at the chosen clips (what :func:`oscar.core.plan.choose` needs); otherwise empty
     tables."""
-    from tqdm import tqdm
+    from ..core.progress import tqdm
     results, tables = [], []
     for i in tqdm(range(cap.info.n_layer), desc=desc, unit="layer", disable=not progress):
         sims = layer_sims(cap, i, rot_k[i], rot_v[i], None if mean_k is None else mean_k[i],

@@ -348,7 +348,7 @@ def model_device(model) -> str:
 
 def _run(model, chunks: list[np.ndarray], observer: Observer, desc: str, progress: bool) -> None:
     import torch
-    from tqdm import tqdm
+    from ..core.progress import tqdm
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
     dev = next(model.parameters()).device
     with torch.inference_mode(), observing(observer):

@@ -561,7 +561,7 @@ def score_runs(sm: SimModel, chunk_ids: list[np.ndarray], runs: dict[str, tuple[
     """Score each named ``(method, calibration)`` pair on every chunk against the unquantised
     model, one reference pass per chunk for all of them. Returns ``{name: summary}``."""
     import torch
-    from tqdm import tqdm
+    from ..core.progress import tqdm
     info = sm.info
     ref_plan = make_plan(PRESETS["none"], info.n_layer, info.head_dim, sm.perm, None, block)
     plans = {name: make_plan(m, info.n_layer, info.head_dim, sm.perm, calib, block, llama_query)

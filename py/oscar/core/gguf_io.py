@@ -248,7 +248,7 @@ def write_fields(src: str | Path, dst: str | Path, rot_k: np.ndarray, rot_v: np.
     written, so that a test can signal the process in the middle of the write.
     """
     import gguf
-    from tqdm import tqdm
+    from .progress import tqdm
     from . import atomic, limits
     src, dst = Path(src), Path(dst)
     atomic.check_file_output(dst)  # a link, folder, device or FIFO is never replaced, --force or not

@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tqdm import tqdm
+from ..core.progress import tqdm
 
 from ..core import atomic, kvmem
 from . import report

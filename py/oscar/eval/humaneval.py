@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
+from ..core.progress import tqdm
 
 from ..core import kvmem
 from . import llama_server, report, sandbox

@@ -94,7 +94,7 @@ def run(model: str, configs: Iterable, ctxs: list[int], depths: list[float], tri
 
     configs: :class:`oscar.eval.perplexity.KVConfig` objects (their ``--kv-sink``/``--kv-recent``
     flags and environment apply). Returns one :func:`summarise` row per cell."""
-    from tqdm import tqdm
+    from ..core.progress import tqdm
     from ..core import llama
 
     configs = list(configs)

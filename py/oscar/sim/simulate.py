@@ -261,7 +261,7 @@ def cross_check(methods: list[Method], results: dict[str, dict], model: str | Pa
                 progress: bool = True) -> list[dict]:
     """Run llama.cpp for every method it has a counterpart of; rows with both perplexities
     and the relative difference (simulation / llama.cpp - 1)."""
-    from tqdm import tqdm
+    from ..core.progress import tqdm
     todo = [(m, llama_config(m, model, calib)) for m in methods]
     todo = [(m, c) for m, c in todo if c is not None]
     rows = []
