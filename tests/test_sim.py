@@ -158,6 +158,17 @@ def test_q8_0_query_rounding_against_ggml_formula():
     np.testing.assert_array_equal(got, want)
 
 
+def test_q8_0_twin_bit_equal_numpy_reference():
+    """The torch q8_0 twin (the query rounding against quantised keys) and quant.py's numpy
+    reference give the same floats, zero blocks and f16-subnormal steps included."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((6, 128)).astype(np.float32)
+    x[1] *= 1e4
+    x[2, :32] = 0.0
+    x[3] *= 1e-6
+    np.testing.assert_array_equal(simcache.q8_0_fake(torch.from_numpy(x)).numpy(), quant.fake_q8_0(x))
+
+
 def test_cli_bad_input(tmp_path, smollm2, capsys):
     with pytest.raises(SystemExit):
         sim.main([str(tmp_path / "none.gguf")])

@@ -1,8 +1,9 @@
 """The simulated 2-bit KV cache inside a transformers model: what calibration scores its
 candidates with, and what the research simulator (:mod:`oscar.sim`) runs.
 
-Torch twins of the cache's quantisers (``oscar2`` bit for bit with :mod:`oscar.core.quant`,
-which tests/test_sim.py holds them to; KIVI's per-channel and per-token groups), the methods
+Torch twins of the cache's quantisers (``oscar2``, ``q8_0`` and the clip bit for bit with
+:mod:`oscar.core.quant` and :mod:`oscar.calib.clip`, which tests/test_sim.py holds them to; the
+other cache types through ``quant.fake_as`` itself; KIVI's per-channel and per-token groups), the methods
 (:class:`Method`, :data:`PRESETS`), their per-layer tensors (:func:`make_plan`), the attention
 function registered with transformers' ``AttentionInterface`` (``oscar_sim``), and the scoring
 of methods against the unquantised model (:func:`score_runs`: perplexity, KL divergence,
