@@ -31,7 +31,7 @@ KEY=${KEY:-73914}
 read -r n_tok key_tok < <(.venv/bin/python - "$MODEL" "$work/prompt.txt" "$KEY" <<'EOF'
 import sys
 from pathlib import Path
-from oscar import evaluate, passkey
+from oscar.eval import evaluate, passkey
 model, out, key = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 text = passkey.compose(key, 40, 12)
 out.write_text(text)
