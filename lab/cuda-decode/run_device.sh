@@ -4,13 +4,13 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 cd "$(dirname "$0")"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.total --format=csv | tee "$OUT/gpu.txt"
-for S in 3 4 5 4k; do
+for S in ${VARIANTS:-3 4 5 4k}; do
   F="-DNSTAGES=${S%k}"; [ "${S%k}" != "$S" ] && F="$F -DKSPLIT=1"
   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a $F -Xcompiler -fopenmp \
        -o /tmp/o2d_s$S oscar2_decode.cu 2>&1 | tee -a "$OUT/build.txt" &
 done
 wait
-for S in 3 4 5 4k; do
+for S in ${VARIANTS:-3 4 5 4k}; do
   echo "=== NSTAGES=$S" | tee -a "$OUT/run.txt"
   /tmp/o2d_s$S 200 2>&1 | tee -a "$OUT/run.txt"
 done
