@@ -134,7 +134,7 @@ def test_llama_server_completion(bin_dir, smollm2):
 def test_evaluation_server_dies_with_its_parent(bin_dir, smollm2, tmp_path):
     """oscar.eval.llama_server.serve's server does not outlive the process that started it, even
     one killed by SIGKILL (no finally runs): a killed oscar-eval leaves no server behind."""
-    script = ("import sys, time\nfrom oscar import llama_server\n"
+    script = ("import sys, time\nfrom oscar.eval import llama_server\n"
               f"with llama_server.serve({str(smollm2)!r}, ['-c', '256', '-t', '1']) as s:\n"
               "    print(s.pid, flush=True)\n    time.sleep(600)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
