@@ -13,8 +13,8 @@ echo "== oscar2s ops on CUDA0 (supports_op must refuse them: not supported, neve
 $B/test-backend-ops test -b CUDA0 -p oscar2s > $OUT/test-oscar2s.txt 2>&1; echo "rc $?"
 grep -c "not supported" $OUT/test-oscar2s.txt; grep -E "FAIL|tests passed" $OUT/test-oscar2s.txt | head -5
 export PYTHONPATH=build-cuda-src/gguf-py:$PWD/py
-python3 -m oscar.synthetic smollm2-135m -o /tmp/s.gguf --weights q8_0 --oscar --centre 2>&1 | tail -1
-python3 -m oscar.synthetic smollm2-135m -o /tmp/sp.gguf --weights q8_0 --oscar --centre --oscar2s-layers 3,4,5 --k-oscar3-layers 4 2>&1 | tail -1
+python3 -m oscar.bench.synthetic smollm2-135m -o /tmp/s.gguf --weights q8_0 --oscar --centre 2>&1 | tail -1
+python3 -m oscar.bench.synthetic smollm2-135m -o /tmp/sp.gguf --weights q8_0 --oscar --centre --oscar2s-layers 3,4,5 --k-oscar3-layers 4 2>&1 | tail -1
 head -c 60000 ${WIKI:-wiki.test.raw} > /tmp/w.txt
 run() { # name, args...
     local n=$1; shift
