@@ -1,5 +1,6 @@
-// Runs OSCAR's oscar2 and oscar3 Metal kernels in the emulator, dispatched as ggml-metal-ops.cpp
-// dispatches them (ggml_metal_op_flash_attn_ext_oscar2, ggml_metal_op_set_rows_oscar2):
+// Runs OSCAR's oscar2 and oscar3 Metal kernels in the emulator, dispatched as
+// ggml-metal-oscar-ops.cpp dispatches them (ggml_metal_op_flash_attn_ext_oscar2,
+// ggml_metal_op_set_rows_oscar2):
 //
 //   oscar2 mode=fa k=oscar2 v=oscar2 d=128 q=1 nq=2 nh=8 nkvh=2 nkv=700 ns=1 nsg=2 nwg=1
 //          mask=1 sinks=0 win=1 khot=1 vhot=1 nslot=80 ninfo=80 nsink=8 nrecent=64 perm=0

@@ -1,5 +1,6 @@
-// Foundation, as far as ggml's Metal host files (ggml-metal-device.m, ggml-metal-context.m)
-// use it: declarations only, for `clang -fsyntax-only` on Linux (tests/test_metal_host.py).
+// Foundation, as far as ggml's Metal host files (ggml-metal-device.m, ggml-metal-context.m,
+// ggml-metal-oscar-device.m) use it: declarations only, for `clang -fsyntax-only` on Linux
+// (tests/test_metal_host.py).
 // Written for OSCAR from the public API reference (developer.apple.com/documentation/
 // foundation); not Apple's header. Types follow the 64-bit Apple-silicon ABI (BOOL is bool,
 // NSInteger is long). What is not here is a compile error in the checked file: add a

@@ -1,4 +1,5 @@
-// Metal, as far as ggml's Metal host files (ggml-metal-device.m, ggml-metal-context.m) use it:
+// Metal, as far as ggml's Metal host files (ggml-metal-device.m, ggml-metal-context.m,
+// ggml-metal-oscar-device.m) use it:
 // declarations only, for `clang -fsyntax-only` on Linux (tests/test_metal_host.py). Written for
 // OSCAR from the public API reference (developer.apple.com/documentation/metal); not Apple's
 // header. Enum values are the documented ones. A selector or type that is not here is a
