@@ -38,35 +38,28 @@ table=$(mktemp)
         printf '| %04d | %s | %s | %s |\n' "$n" "$subj" "$files" "$lines"
     done
 } > "$table"
+
+# replace_between NAME TABLE: the text between README.md's "<!-- NAME -->" and
+# "<!-- end of NAME -->" markers becomes the file TABLE; false where the markers are missing
 readme=$PATCHES/README.md
-if [ -f "$readme" ] && grep -q '<!-- series table -->' "$readme" && grep -q '<!-- end of series table -->' "$readme"; then
-    python3 - "$readme" "$table" <<'PY'
+replace_between() {
+    [ -f "$readme" ] && grep -q "<!-- $1 -->" "$readme" && grep -q "<!-- end of $1 -->" "$readme" || return 1
+    python3 - "$readme" "$1" "$2" <<'PY'
 import sys
-path, table = sys.argv[1], open(sys.argv[2]).read()
+path, name, table = sys.argv[1], sys.argv[2], open(sys.argv[3]).read()
 s = open(path).read()
-a = s.index('<!-- series table -->') + len('<!-- series table -->')
-b = s.index('<!-- end of series table -->')
+a = s.index(f'<!-- {name} -->') + len(f'<!-- {name} -->')
+b = s.index(f'<!-- end of {name} -->')
 open(path, 'w').write(s[:a] + '\n' + table + s[b:])
 PY
-else
+}
+replace_between "series table" "$table" ||
     echo "export-patches: warning: $readme has no series table markers; the table was not written" >&2
-fi
-rm -f "$table"
 
 # the fork's footprint (lines added inside upstream files, per file), between its markers
-if grep -q '<!-- footprint table -->' "$readme" && grep -q '<!-- end of footprint table -->' "$readme"; then
-    table=$(mktemp)
-    "$ROOT/scripts/fork-footprint.sh" > "$table"
-    python3 - "$readme" "$table" <<'PY2'
-import sys
-path, table = sys.argv[1], open(sys.argv[2]).read()
-s = open(path).read()
-a = s.index('<!-- footprint table -->') + len('<!-- footprint table -->')
-b = s.index('<!-- end of footprint table -->')
-open(path, 'w').write(s[:a] + '\n' + table + s[b:])
-PY2
-    rm -f "$table"
-fi
+"$ROOT/scripts/fork-footprint.sh" > "$table"
+replace_between "footprint table" "$table" || true
+rm -f "$table"
 
 # the tree now matches the series: mark it so fetch-llama.sh does not rebuild it
 (cd "$PATCHES" && cat series $(grep -v '^#' series | grep -v '^$')) | sha256sum | cut -d' ' -f1 > "$DEST/.oscar-series"
