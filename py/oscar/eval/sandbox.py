@@ -13,7 +13,7 @@ unprivileged user in namespaces of its own:
   elsewhere), a fresh ``/proc`` of its own PID namespace (read-only), a minimal ``/dev``
   (read-only: null, zero, random, urandom, tty) and its working folder ``/box``, a tmpfs of
   ``disk_mb``. No ``/sys``, ``/etc``, ``/home``, ``/root``, ``/tmp`` or project files exist in it.
-- **What it reaches.** Its own network namespace (only a loopback that is down), IPC, UTS,
+- **What it reaches.** Its own network namespace (only a loopback of its own), IPC, UTS,
   PID and cgroup namespaces, a new session (no terminal to inject input into).
 - **What it may use, as a whole tree.** Where a cgroup can be made below this process's own
   (v1 ``memory`` and ``pids`` controllers, or v2 with both enabled; as root in most
