@@ -19,7 +19,7 @@ from ..core.progress import tqdm
 
 from ..core import atomic, kvmem
 from . import report
-from .inputs import EvalError, known_kv_types, model_context, model_file_problem
+from .inputs import EvalError, model_context, model_file_problem, unknown_kv_type
 from . import perplexity as pp
 
 
@@ -129,11 +129,9 @@ def check_inputs(a: argparse.Namespace) -> tuple[Path, Path | None, list[pp.KVCo
     except ValueError as e:
         raise EvalError(str(e)) from e
     configs = [c for c in configs if c.name != "f16"]  # the reference runs anyway
-    known = known_kv_types()
-    for c in configs:
-        for t in (c.k, c.v):
-            if t not in known:
-                raise EvalError(f"KV type '{t}' (in '{c.name}') is not known to this build; known: {', '.join(known)}")
+    problem = unknown_kv_type(configs)
+    if problem:
+        raise EvalError(problem)
     n_train = model_context(model)
     for ctx, what in [(a.ctx, "--ctx")] + [(c, "--passkey-ctx") for c in (a.passkey_ctx or [])]:
         if n_train is not None and ctx > n_train:

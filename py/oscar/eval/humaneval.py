@@ -27,7 +27,7 @@ from ..core.progress import tqdm
 
 from ..core import kvmem
 from . import llama_server, report, sandbox
-from .inputs import known_kv_types, model_context, model_file_problem
+from .inputs import model_context, model_file_problem, unknown_kv_type
 from . import perplexity as pp
 from .humaneval_preamble import PREAMBLE
 
@@ -277,11 +277,9 @@ def check_inputs(a: argparse.Namespace) -> tuple[Path, list[pp.KVConfig], list[P
     if len(set(names)) != len(names):
         raise HumanEvalError(f"--kv {a.kv} names a configuration twice")
     configs = [pp.KVConfig("f16", "f16")] + [c for c in configs if c.name != "f16"]
-    known = known_kv_types()
-    for c in configs:
-        for t in (c.k, c.v):
-            if t not in known:
-                raise HumanEvalError(f"KV type '{t}' (in '{c.name}') is not known to this build; known: {', '.join(known)}")
+    problem = unknown_kv_type(configs)
+    if problem:
+        raise HumanEvalError(problem)
     n_train = model_context(model)
     if n_train is not None and a.ctx > n_train:
         raise HumanEvalError(f"--ctx {a.ctx} is longer than the context the model was trained for ({n_train} tokens)")

@@ -26,6 +26,17 @@ def known_kv_types() -> list[str]:
     return [t.strip() for t in m.group(1).replace("\n", " ").split(",") if t.strip()]
 
 
+def unknown_kv_type(configs) -> str | None:
+    """Why one of ``configs`` (KV configurations with ``name``, ``k`` and ``v``) cannot run on
+    this build (a cache type its llama-perplexity does not list), or None."""
+    known = known_kv_types()
+    for c in configs:
+        for t in (c.k, c.v):
+            if t not in known:
+                return f"KV type '{t}' (in '{c.name}') is not known to this build; known: {', '.join(known)}"
+    return None
+
+
 def model_context(model: Path) -> int | None:
     """The context length the model was trained for (``<arch>.context_length``), if stated."""
     try:
